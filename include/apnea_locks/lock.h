@@ -1,0 +1,150 @@
+// Acquire, release and stale reclamation: Apnea's lock protocol (PROTOCOL.md sections 4-6).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "apnea_locks/names.h"
+#include "apnea_locks/owner.h"
+#include "apnea_locks/system.h"
+
+namespace apnea_locks {
+
+/// Apnea's OperationLocked reasons.
+enum class LockedReason { live, stale, malformed, raced };
+
+/// "live", "stale", "malformed" or "raced".
+std::string_view reason_name(LockedReason reason);
+
+/// Apnea's two errors: OperationLocked {message, repository, lock_path, reason, pid} and
+/// ConfigError {message, path}. Messages are the reference's texts.
+struct LockError {
+  enum class Kind { operation_locked, config_error };
+  Kind kind = Kind::config_error;
+  LockedReason reason = LockedReason::live;  ///< for operation_locked
+  std::string message;
+  std::string resource;   ///< OperationLocked.repository
+  std::string lock_path;  ///< OperationLocked.lock_path
+  std::string path;       ///< ConfigError.path
+  double pid = 0;
+  /// True when a guard held by someone else refused the reclamation.
+  bool guarded = false;
+
+  bool is(LockedReason r) const { return kind == Kind::operation_locked && reason == r; }
+};
+
+template <class T>
+using LockResult = std::expected<T, LockError>;
+
+/// What is being locked: the lock path and the resource Apnea names in its messages.
+struct LockTarget {
+  LockKind kind = LockKind::repository;
+  std::string lock_path;
+  std::string resource;  ///< the canonical repository, or "global setup at <home>"
+};
+
+/// The repository lock for `root` in `lock_directory` (realpath'd like Apnea).
+LockResult<LockTarget> repository_target(System& system, const std::string& lock_directory,
+                                         const std::string& root);
+/// The global setup lock for `home` in `lock_directory`.
+LockResult<LockTarget> global_setup_target(System& system, const std::string& lock_directory,
+                                           const std::string& home);
+
+/// The grace after which Apnea reclaims a dead owner's repository lock.
+inline constexpr std::chrono::milliseconds repository_reclaim_grace{60'000};
+
+/// How acquire behaves on contention.
+struct AcquireOptions {
+  /// Reclaim a dead (ESRCH) owner's lock whose directory is at least this old. Apnea: 60 s
+  /// for repository locks, never for the global setup lock.
+  std::optional<std::chrono::milliseconds> reclaim_grace;
+  /// Wait and retry while the owner is live (Apnea's global setup lock), else fail `live`.
+  bool wait_while_live = false;
+  std::chrono::milliseconds retry_delay{25};
+  /// Stop waiting at this wall-clock time (ns since the epoch); none waits forever.
+  std::optional<std::int64_t> deadline_ns;
+  /// Called with the `live` error each time acquire is about to wait.
+  std::function<void(const LockError&)> on_wait;
+};
+
+/// Apnea's behaviour for the kind: repository locks reclaim after the grace and fail on a
+/// live owner; the global setup lock waits while its owner is live and never reclaims.
+AcquireOptions apnea_options(LockKind kind);
+
+/// A lock this process holds. Released (token-checked) when destroyed.
+class HeldLock {
+ public:
+  HeldLock(System& system, std::string lock_path, Owner owner);
+  HeldLock(HeldLock&& other) noexcept;
+  HeldLock& operator=(HeldLock&& other) noexcept;
+  HeldLock(const HeldLock&) = delete;
+  HeldLock& operator=(const HeldLock&) = delete;
+  ~HeldLock();
+
+  const std::string& lock_path() const { return lock_path_; }
+  const Owner& owner() const { return owner_; }
+  /// Releases now: true when our lock was removed, false when it was no longer ours
+  /// (displaced or replaced: then nothing is removed).
+  LockResult<bool> release();
+  /// Forgets the lock without releasing it (it stays on disk).
+  void abandon() { system_ = nullptr; }
+
+ private:
+  System* system_;
+  std::string lock_path_;
+  Owner owner_;
+};
+
+/// Takes the lock once per Apnea's acquire (3 attempts), or waits per `options`.
+/// Unlike Apnea 0.2.2, a lock that vanished or was replaced while its owner was being read
+/// is retried, never reported `malformed`.
+LockResult<HeldLock> acquire(System& system, const LockTarget& target,
+                             const AcquireOptions& options);
+
+/// Creates the lock directory and its parent (mode 0700) as Apnea does, refusing a symlink,
+/// a non-directory or another uid's directory (ConfigError), and forces mode 0700.
+LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory);
+
+/// Apnea's token-checked removal: if `lock` still has `token`, rename it to a tombstone,
+/// re-read the tombstone's token and, if still ours, remove it (or keep it when
+/// `keep_tombstone`). Returns the tombstone path when removed/kept, nothing when the lock
+/// was not (or no longer) ours.
+LockResult<std::optional<std::string>> remove_if_owned(System& system, const std::string& lock,
+                                                       const std::string& token,
+                                                       bool keep_tombstone = false);
+
+/// What a guarded reclamation expects to find at the lock before it renames it.
+struct ReclaimExpectation {
+  /// A valid owner: the token judged dead.
+  std::optional<std::string> token;
+  /// A malformed lock: the directory identity and the exact owner.json bytes (or none when
+  /// they could not be read) that were inspected.
+  std::optional<FileStat> identity;
+  std::optional<std::string> owner_bytes;
+};
+
+/// The result of a guarded reclamation.
+struct ReclaimOutcome {
+  bool removed = false;       ///< the lock was renamed to a tombstone (and removed)
+  std::string tombstone;      ///< the tombstone path, when renamed
+  std::string changed;        ///< why nothing was removed: what changed since inspection
+};
+
+/// Stale reclamation (PROTOCOL.md section 6): takes `<lock>.reclaim`; fails `stale` with
+/// Apnea's guarded message when it exists; under the guard re-validates the lock against
+/// `expect` and only then renames it to a tombstone, verifies again, removes the tombstone
+/// (unless `keep_tombstone`) and drops the guard.
+LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lock,
+                                           const std::string& resource,
+                                           const ReclaimExpectation& expect,
+                                           bool keep_tombstone = false);
+
+/// A new random UUID v4, lowercase (Apnea's tokens).
+std::string random_uuid(System& system);
+
+}  // namespace apnea_locks

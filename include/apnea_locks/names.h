@@ -1,0 +1,56 @@
+// Lock names: which path Apnea uses for what, and what a directory entry's name means.
+#pragma once
+
+#include <expected>
+#include <string>
+#include <string_view>
+
+#include "apnea_locks/system.h"
+
+namespace apnea_locks {
+
+/// Lowercase hex SHA-256 of `bytes` (OpenSSL EVP).
+std::string sha256_hex(std::string_view bytes);
+
+/// The two kinds of Apnea lock.
+enum class LockKind { repository, global_setup, unknown };
+
+/// "repository", "global-setup" or "unknown".
+std::string_view kind_name(LockKind kind);
+
+/// The key of a lock: hex SHA-256 of `<prefix> NUL <canonical path>`.
+std::string lock_key(LockKind kind, std::string_view canonical_path);
+
+/// The entry name of a lock: `repository-<key>.lock` or `global-setup-<key>.lock`.
+std::string lock_name(LockKind kind, std::string_view key);
+
+/// The lock path Apnea uses for the repository at `root` (realpath'd) inside
+/// `lock_directory`. Fails with realpath's error.
+SysResult<std::string> repository_lock_path(System& system, const std::string& lock_directory,
+                                            const std::string& root);
+
+/// The lock path of the global setup lock for `home` (realpath'd).
+SysResult<std::string> global_setup_lock_path(System& system, const std::string& lock_directory,
+                                              const std::string& home);
+
+/// What an entry of the lock directory is.
+enum class EntryRole { lock, candidate, tombstone, reclaim_guard, unknown };
+
+/// "lock", "candidate", "tombstone", "reclaim-guard" or "unknown".
+std::string_view role_name(EntryRole role);
+
+/// A parsed directory entry name.
+struct EntryName {
+  LockKind kind = LockKind::unknown;
+  EntryRole role = EntryRole::unknown;
+  std::string key;     ///< the 64 hex digits; empty for unknown entries
+  std::string suffix;  ///< the candidate token or tombstone uuid; empty otherwise
+  /// The name of the lock this entry belongs to (`<kind>-<key>.lock`); empty when unknown.
+  std::string lock_name() const;
+};
+
+/// Parses any entry name. Names that are not exactly one of the protocol's forms
+/// (wrong prefix, key not 64 lowercase hex digits, empty suffix) are `unknown`.
+EntryName parse_entry_name(std::string_view name);
+
+}  // namespace apnea_locks

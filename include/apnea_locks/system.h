@@ -1,0 +1,130 @@
+// The seam: every call apnea-locks makes to the operating system.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace apnea_locks {
+
+/// A syscall's result: the value, or the errno it failed with.
+template <class T>
+using SysResult = std::expected<T, std::error_code>;
+
+/// What kind of filesystem object a path names (lstat semantics, links not followed).
+enum class FileType { regular, directory, symlink, fifo, socket, block, character, unknown };
+
+/// The parts of `struct stat` the protocol looks at.
+struct FileStat {
+  FileType type = FileType::unknown;
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  std::uint32_t mode = 0;  ///< permission bits only (mode & 07777)
+  std::uint32_t uid = 0;
+  std::uint64_t nlink = 0;
+  std::int64_t size = 0;
+  std::int64_t mtime_ns = 0;  ///< wall-clock nanoseconds since the epoch
+
+  /// True when both name the same filesystem object.
+  bool same_object(const FileStat& other) const { return dev == other.dev && ino == other.ino; }
+};
+
+/// One directory entry as getdents returns it.
+struct DirEntry {
+  std::string name;
+  FileType type = FileType::unknown;  ///< unknown when the filesystem does not say
+};
+
+/// What /proc says about a process id (Linux; other platforms fill what they can).
+struct ProcessInfo {
+  char state = '?';               ///< 'R', 'S', 'Z', ... from /proc/<pid>/stat
+  std::int64_t tgid = 0;          ///< thread group leader; differs from pid for a thread
+  std::uint32_t uid = 0;          ///< real uid
+  std::int64_t start_time_ns = 0; ///< wall-clock start, from boot time plus start ticks
+  std::string command;            ///< command line, NULs shown as spaces; may be empty
+};
+
+/// Every operating-system call the tool makes. `real_system()` talks to the kernel; tests
+/// wrap it (see tests/staged_system.h) to stage races, crashes and process tables.
+class System {
+ public:
+  virtual ~System() = default;
+
+  // Filesystem. Paths are used as given; nothing here follows a final symlink unless the
+  // call says so.
+  /// lstat(2).
+  virtual SysResult<FileStat> lstat(const std::string& path) = 0;
+  /// open(2) read-only with O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC: a symlink fails with ELOOP and
+  /// a FIFO opens without blocking. Returns a descriptor to pass to fstat/pread/close.
+  virtual SysResult<int> open_read(const std::string& path) = 0;
+  /// fstat(2) of a descriptor from open_read.
+  virtual SysResult<FileStat> fstat(int fd) = 0;
+  /// pread(2): bytes read (0 at end of file).
+  virtual SysResult<std::size_t> pread(int fd, std::span<char> buffer, std::int64_t offset) = 0;
+  /// close(2).
+  virtual void close(int fd) = 0;
+  /// mkdir(2) with the given mode (the umask applies, as for Node).
+  virtual SysResult<void> mkdir(const std::string& path, std::uint32_t mode) = 0;
+  /// chmod(2) on a path that was just checked not to be a symlink.
+  virtual SysResult<void> chmod(const std::string& path, std::uint32_t mode) = 0;
+  /// rename(2).
+  virtual SysResult<void> rename(const std::string& from, const std::string& to) = 0;
+  /// rmdir(2).
+  virtual SysResult<void> rmdir(const std::string& path) = 0;
+  /// Removes a file or directory tree without following any symlink; a missing path is
+  /// success (like Node's `rmSync(p, {recursive: true, force: true})`).
+  virtual SysResult<void> remove_tree(const std::string& path) = 0;
+  /// Creates `path` exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) with `mode`, writes `data`,
+  /// fsyncs and closes it.
+  virtual SysResult<void> write_new_file(const std::string& path, std::string_view data,
+                                         std::uint32_t mode) = 0;
+  /// fsync(2) of a directory; filesystems that cannot (EINVAL, ENOTSUP) count as success.
+  virtual SysResult<void> fsync_directory(const std::string& path) = 0;
+  /// Streams the entries of a directory (without "." and ".."); `visit` returns false to
+  /// stop early. Fails if the directory cannot be opened (a symlink is refused with ELOOP).
+  virtual SysResult<void> list_directory(const std::string& path,
+                                         const std::function<bool(const DirEntry&)>& visit) = 0;
+  /// realpath(3).
+  virtual SysResult<std::string> realpath(const std::string& path) = 0;
+
+  // Processes.
+  /// kill(pid, 0): 0 when the signal could be sent, else the errno (ESRCH, EPERM, ...).
+  virtual int signal_probe(std::int64_t pid) = 0;
+  /// What /proc says about `pid`, or nothing when it has no entry there.
+  virtual std::optional<ProcessInfo> process_info(std::int64_t pid) = 0;
+  /// The kernel's pid_max: every pid is below it.
+  virtual std::int64_t pid_max() = 0;
+  /// Wall-clock time of the last boot, in nanoseconds since the epoch.
+  virtual std::int64_t boot_time_ns() = 0;
+
+  // This process.
+  /// Wall-clock now, in nanoseconds since the epoch.
+  virtual std::int64_t now_ns() = 0;
+  /// Sleeps (tests make this return at once or run a step of a staged race).
+  virtual void sleep(std::chrono::nanoseconds duration) = 0;
+  /// getuid(2).
+  virtual std::uint32_t uid() = 0;
+  /// getpid(2).
+  virtual std::int64_t pid() = 0;
+  /// getenv(3); nothing when unset.
+  virtual std::optional<std::string> env(const std::string& name) = 0;
+  /// The passwd entry's home directory for `uid`.
+  virtual std::optional<std::string> passwd_home(std::uint32_t uid) = 0;
+  /// Fills `out` with random bytes (getrandom(2)).
+  virtual void random_bytes(std::span<std::byte> out) = 0;
+};
+
+/// The process-wide System that talks to the kernel.
+System& real_system();
+
+/// "ENOENT: no such file or directory" style text for an error code, as Node prints it.
+std::string errno_text(const std::error_code& error);
+
+}  // namespace apnea_locks

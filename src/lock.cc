@@ -1,0 +1,386 @@
+#include "apnea_locks/lock.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <utility>
+
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/probe.h"
+
+namespace apnea_locks {
+namespace {
+
+LockError operation_locked(LockedReason reason, std::string message, const std::string& resource,
+                           const std::string& lock, double pid) {
+  LockError error;
+  error.kind = LockError::Kind::operation_locked;
+  error.reason = reason;
+  error.message = std::move(message);
+  error.resource = resource;
+  error.lock_path = lock;
+  error.pid = pid;
+  return error;
+}
+
+LockError config_error(std::string message, std::string path) {
+  LockError error;
+  error.kind = LockError::Kind::config_error;
+  error.message = std::move(message);
+  error.path = std::move(path);
+  return error;
+}
+
+/// A system error wrapped the way Apnea's withLock wraps unexpected errors.
+LockError wrapped(const std::error_code& code, std::string_view syscall, const std::string& path,
+                  const std::string& resource) {
+  return config_error(fmt::format("could not acquire Apnea operation lock: {}, {} '{}'",
+                                  errno_text(code), syscall, path),
+                      resource);
+}
+
+std::unexpected<LockError> failure(LockError error) { return std::unexpected(std::move(error)); }
+
+bool is(const std::error_code& code, std::errc value) { return code == value; }
+
+LockResult<void> ensure_directory_for(System& system, const std::string& lock_directory,
+                                      const std::string& resource) {
+  const std::uint32_t uid = system.uid();
+  for (const std::string& component : {node_dirname(lock_directory), lock_directory}) {
+    auto made = system.mkdir(component, 0700);
+    if (!made && !is(made.error(), std::errc::file_exists))
+      return failure(wrapped(made.error(), "mkdir", component, resource));
+    auto st = system.lstat(component);
+    if (!st) return failure(wrapped(st.error(), "lstat", component, resource));
+    if (st->type != FileType::directory)
+      return failure(config_error(fmt::format("unsafe Apnea lock directory: {}", component), component));
+    if (st->uid != uid)
+      return failure(config_error(
+          fmt::format("Apnea lock directory is not owned by the current user: {}", component),
+          component));
+    auto changed = system.chmod(component, 0700);
+    if (!changed) return failure(wrapped(changed.error(), "chmod", component, resource));
+  }
+  return {};
+}
+
+/// Writes a candidate: its directory (0700), owner.json (0600, fsynced), then the directory
+/// fsynced.
+SysResult<void> write_candidate(System& system, const std::string& candidate, const Owner& owner) {
+  if (auto made = system.mkdir(candidate, 0700); !made) return made;
+  if (auto written = system.write_new_file(candidate + "/" + std::string(owner_file_name),
+                                           encode_owner(owner), 0600);
+      !written)
+    return written;
+  return system.fsync_directory(candidate);
+}
+
+std::int64_t lock_age_ms(System& system, const std::string& lock) {
+  auto st = system.lstat(lock);
+  if (!st) return 0;
+  const std::int64_t age = (system.now_ns() - st->mtime_ns) / 1'000'000;
+  return age > 0 ? age : 0;
+}
+
+LockError malformed_error(const LockTarget& target) {
+  return operation_locked(
+      LockedReason::malformed,
+      fmt::format("Apnea lock metadata is malformed at {}. Automatic cleanup is disabled. Verify "
+                  "no Apnea process owns it, then Remove this lock directory manually: {}",
+                  target.lock_path, target.lock_path),
+      target.resource, target.lock_path, 0);
+}
+
+/// One call of Apnea's acquireLock: up to three attempts.
+LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
+                                  const AcquireOptions& options) {
+  const std::string& lock = target.lock_path;
+  if (auto ensured = ensure_directory_for(system, node_dirname(lock), target.resource); !ensured)
+    return failure(ensured.error());
+  const std::uint32_t uid = system.uid();
+
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Owner owner{static_cast<double>(system.pid()), random_uuid(system)};
+    const std::string candidate = lock + ".candidate." + owner.token;
+    bool contended = false;
+    std::optional<LockError> error;
+    if (auto written = write_candidate(system, candidate, owner); !written) {
+      error = wrapped(written.error(), "mkdir", candidate, target.resource);
+    } else if (auto existing = system.lstat(lock); existing) {
+      contended = true;
+    } else if (!is(existing.error(), std::errc::no_such_file_or_directory)) {
+      error = wrapped(existing.error(), "lstat", lock, target.resource);
+    } else if (auto renamed = system.rename(candidate, lock); !renamed) {
+      const auto& code = renamed.error();
+      if (is(code, std::errc::file_exists) || is(code, std::errc::directory_not_empty) ||
+          is(code, std::errc::operation_not_permitted))
+        contended = true;
+      else
+        error = wrapped(code, "rename", candidate, target.resource);
+    }
+    // The candidate is always removed (after a successful rename it no longer exists).
+    if (auto removed = system.remove_tree(candidate); !removed && !error)
+      error = wrapped(removed.error(), "rm", candidate, target.resource);
+    if (error) return failure(*error);
+    if (!contended) return HeldLock(system, lock, std::move(owner));
+
+    auto now = system.lstat(lock);
+    if (!now) {
+      if (is(now.error(), std::errc::no_such_file_or_directory)) continue;
+      return failure(wrapped(now.error(), "lstat", lock, target.resource));
+    }
+    OwnerRead read = read_owner(system, lock, uid);
+    if (!read.owner) {
+      // A release or reclamation may have renamed the lock away (or a new owner published
+      // another one) while we read: that is a race, not malformed metadata.
+      if (read.owner.error().lock_vanished()) continue;
+      auto after = system.lstat(lock);
+      if (!after || !read.lock_stat || !after->same_object(*read.lock_stat)) continue;
+      return failure(malformed_error(target));
+    }
+    const Owner& existing = *read.owner;
+    const ProcessFacts facts = gather_process(system, existing.pid);
+    if (apnea_alive(facts)) {
+      return failure(operation_locked(
+          LockedReason::live,
+          fmt::format("another Apnea operation holds {} for {} (pid {})", lock, target.resource,
+                      pid_text(existing.pid)),
+          target.resource, lock, existing.pid));
+    }
+    if (options.reclaim_grace && lock_age_ms(system, lock) >= options.reclaim_grace->count()) {
+      // A dead owner past the grace: a crashed holder. Reclaim under the guard, then try
+      // again whatever the guard found (a changed lock is re-examined, not misreported).
+      ReclaimExpectation expect;
+      expect.token = existing.token;
+      auto reclaimed = reclaim_guarded(system, lock, target.resource, expect);
+      if (!reclaimed) return failure(reclaimed.error());
+      continue;
+    }
+    return failure(operation_locked(
+        LockedReason::stale,
+        fmt::format("Apnea lock owner pid {} is not live at {}. Automatic stale cleanup is "
+                    "disabled. Verify no Apnea process owns it, then Remove this lock directory "
+                    "manually: {}",
+                    pid_text(existing.pid), lock, lock),
+        target.resource, lock, existing.pid));
+  }
+  return failure(operation_locked(
+      LockedReason::raced,
+      fmt::format("Apnea lock changed repeatedly at {}; retry the operation", lock),
+      target.resource, lock, 0));
+}
+
+}  // namespace
+
+std::string_view reason_name(LockedReason reason) {
+  switch (reason) {
+    case LockedReason::live: return "live";
+    case LockedReason::stale: return "stale";
+    case LockedReason::malformed: return "malformed";
+    case LockedReason::raced: return "raced";
+  }
+  return "live";
+}
+
+LockResult<LockTarget> repository_target(System& system, const std::string& lock_directory,
+                                         const std::string& root) {
+  auto canonical = system.realpath(root);
+  if (!canonical)
+    return failure(config_error(
+        fmt::format("cannot resolve repository {}: {}", root, errno_text(canonical.error())), root));
+  LockTarget target;
+  target.kind = LockKind::repository;
+  target.resource = *canonical;
+  target.lock_path = node_join(
+      lock_directory, lock_name(LockKind::repository, lock_key(LockKind::repository, *canonical)));
+  return target;
+}
+
+LockResult<LockTarget> global_setup_target(System& system, const std::string& lock_directory,
+                                           const std::string& home) {
+  auto canonical = system.realpath(home);
+  if (!canonical)
+    return failure(config_error(
+        fmt::format("cannot resolve home {}: {}", home, errno_text(canonical.error())), home));
+  LockTarget target;
+  target.kind = LockKind::global_setup;
+  target.resource = "global setup at " + *canonical;
+  target.lock_path =
+      node_join(lock_directory,
+                lock_name(LockKind::global_setup, lock_key(LockKind::global_setup, *canonical)));
+  return target;
+}
+
+AcquireOptions apnea_options(LockKind kind) {
+  AcquireOptions options;
+  if (kind == LockKind::global_setup) {
+    options.wait_while_live = true;
+  } else {
+    options.reclaim_grace = repository_reclaim_grace;
+  }
+  return options;
+}
+
+LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory) {
+  return ensure_directory_for(system, lock_directory, lock_directory);
+}
+
+LockResult<HeldLock> acquire(System& system, const LockTarget& target,
+                             const AcquireOptions& options) {
+  for (;;) {
+    auto held = acquire_once(system, target, options);
+    if (held || !options.wait_while_live || !held.error().is(LockedReason::live)) return held;
+    if (options.deadline_ns && system.now_ns() >= *options.deadline_ns) return held;
+    if (options.on_wait) options.on_wait(held.error());
+    auto delay = std::chrono::nanoseconds(options.retry_delay);
+    if (options.deadline_ns) {
+      const auto left = std::chrono::nanoseconds(*options.deadline_ns - system.now_ns());
+      if (left < delay) delay = left;
+    }
+    if (delay.count() > 0) system.sleep(delay);
+  }
+}
+
+LockResult<std::optional<std::string>> remove_if_owned(System& system, const std::string& lock,
+                                                       const std::string& token,
+                                                       bool keep_tombstone) {
+  const std::uint32_t uid = system.uid();
+  OwnerRead read = read_owner(system, lock, uid);
+  if (!read.owner || read.owner->token != token) return std::optional<std::string>();
+  const std::string tombstone = lock + ".tombstone." + random_uuid(system);
+  if (auto renamed = system.rename(lock, tombstone); !renamed) {
+    if (is(renamed.error(), std::errc::no_such_file_or_directory))
+      return std::optional<std::string>();
+    return failure(config_error(
+        fmt::format("could not release Apnea operation lock: {}, rename '{}'",
+                    errno_text(renamed.error()), lock),
+        lock));
+  }
+  OwnerRead moved = read_owner(system, tombstone, uid);
+  if (!moved.owner || moved.owner->token != token) return std::optional<std::string>();
+  if (!keep_tombstone) {
+    if (auto removed = system.remove_tree(tombstone); !removed)
+      return failure(config_error(fmt::format("could not remove tombstone: {}, rm '{}'",
+                                              errno_text(removed.error()), tombstone),
+                                  tombstone));
+  }
+  return std::optional<std::string>(tombstone);
+}
+
+LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lock,
+                                           const std::string& resource,
+                                           const ReclaimExpectation& expect, bool keep_tombstone) {
+  const std::string guard = lock + ".reclaim";
+  if (auto made = system.mkdir(guard, 0700); !made) {
+    if (!is(made.error(), std::errc::file_exists))
+      return failure(wrapped(made.error(), "mkdir", guard, resource));
+    LockError error = operation_locked(
+        LockedReason::stale,
+        fmt::format("Apnea stale-lock reclamation is guarded at {}. Retry after the other "
+                    "operation completes. If the guard persists, stop all Apnea processes using "
+                    "{}, then remove this guard directory manually: {}",
+                    guard, lock, guard),
+        resource, lock, 0);
+    error.guarded = true;
+    return failure(std::move(error));
+  }
+  const std::uint32_t uid = system.uid();
+  ReclaimOutcome outcome;
+  std::optional<LockError> error;
+
+  if (expect.token) {
+    auto tombstone = remove_if_owned(system, lock, *expect.token, keep_tombstone);
+    if (!tombstone) {
+      error = tombstone.error();
+    } else if (*tombstone) {
+      outcome.removed = true;
+      outcome.tombstone = **tombstone;
+    } else {
+      outcome.changed = "the lock no longer has the owner that was judged dead";
+    }
+  } else {
+    // A malformed lock has no token to check: it must still be the very directory, with
+    // the very bytes (or lack of them), that were inspected, both before and after the
+    // rename.
+    auto unchanged = [&](const std::string& path) {
+      OwnerRead read = read_owner(system, path, uid);
+      return read.lock_stat && expect.identity && read.lock_stat->same_object(*expect.identity) &&
+             !read.owner && read.bytes == expect.owner_bytes;
+    };
+    if (!unchanged(lock)) {
+      outcome.changed = "the lock changed since it was inspected";
+    } else {
+      const std::string tombstone = lock + ".tombstone." + random_uuid(system);
+      if (auto renamed = system.rename(lock, tombstone); !renamed) {
+        if (is(renamed.error(), std::errc::no_such_file_or_directory))
+          outcome.changed = "the lock vanished";
+        else
+          error = wrapped(renamed.error(), "rename", lock, resource);
+      } else if (!unchanged(tombstone)) {
+        outcome.tombstone = tombstone;
+        outcome.changed = fmt::format("the renamed lock changed; kept as {}", tombstone);
+      } else {
+        outcome.removed = true;
+        outcome.tombstone = tombstone;
+        if (!keep_tombstone) {
+          if (auto removed = system.remove_tree(tombstone); !removed)
+            error = wrapped(removed.error(), "rm", tombstone, resource);
+        }
+      }
+    }
+  }
+  if (auto dropped = system.rmdir(guard); !dropped && !error)
+    error = wrapped(dropped.error(), "rmdir", guard, resource);
+  if (error) return failure(*error);
+  return outcome;
+}
+
+std::string random_uuid(System& system) {
+  std::array<std::byte, 16> bytes{};
+  system.random_bytes(bytes);
+  bytes[6] = (bytes[6] & std::byte{0x0f}) | std::byte{0x40};
+  bytes[8] = (bytes[8] & std::byte{0x3f}) | std::byte{0x80};
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    const auto b = std::to_integer<unsigned>(bytes[i]);
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
+
+HeldLock::HeldLock(System& system, std::string lock_path, Owner owner)
+    : system_(&system), lock_path_(std::move(lock_path)), owner_(std::move(owner)) {}
+
+HeldLock::HeldLock(HeldLock&& other) noexcept
+    : system_(std::exchange(other.system_, nullptr)),
+      lock_path_(std::move(other.lock_path_)),
+      owner_(std::move(other.owner_)) {}
+
+HeldLock& HeldLock::operator=(HeldLock&& other) noexcept {
+  if (this != &other) {
+    if (system_ != nullptr) (void)release();
+    system_ = std::exchange(other.system_, nullptr);
+    lock_path_ = std::move(other.lock_path_);
+    owner_ = std::move(other.owner_);
+  }
+  return *this;
+}
+
+HeldLock::~HeldLock() {
+  if (system_ != nullptr) (void)release();
+}
+
+LockResult<bool> HeldLock::release() {
+  if (system_ == nullptr) return false;
+  System& system = *std::exchange(system_, nullptr);
+  auto removed = remove_if_owned(system, lock_path_, owner_.token);
+  if (!removed) return failure(removed.error());
+  return removed->has_value();
+}
+
+}  // namespace apnea_locks

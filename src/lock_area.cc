@@ -1,0 +1,158 @@
+#include "apnea_locks/lock_area.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace apnea_locks {
+
+std::string node_normalize(std::string_view path) {
+  if (path.empty()) return ".";
+  const bool absolute = path.front() == '/';
+  const bool trailing = path.back() == '/';
+  std::vector<std::string_view> parts;
+  std::size_t at = 0;
+  while (at <= path.size()) {
+    std::size_t end = path.find('/', at);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(at, end - at);
+    at = end + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (!absolute) {
+        parts.push_back(part);
+      }
+      continue;
+    }
+    parts.push_back(part);
+  }
+  std::string out = absolute ? "/" : "";
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += '/';
+    out += parts[i];
+  }
+  if (out.empty()) return absolute ? "/" : (trailing ? "./" : ".");
+  if (trailing && out != "/") out += '/';
+  return out;
+}
+
+std::string node_join(std::string_view a, std::string_view b) {
+  std::string joined;
+  for (std::string_view part : {a, b}) {
+    if (part.empty()) continue;
+    if (!joined.empty()) joined += '/';
+    joined += part;
+  }
+  if (joined.empty()) return ".";
+  return node_normalize(joined);
+}
+
+std::string node_dirname(std::string_view path) {
+  if (path.empty()) return ".";
+  const bool absolute = path.front() == '/';
+  std::size_t end = path.size();
+  while (end > 1 && path[end - 1] == '/') --end;  // trailing slashes
+  std::size_t slash = path.substr(0, end).rfind('/');
+  if (slash == std::string_view::npos) return ".";
+  std::size_t stop = slash;
+  while (stop > 0 && path[stop - 1] == '/') --stop;
+  if (stop == 0) return absolute ? "/" : ".";
+  return std::string(path.substr(0, stop));
+}
+
+std::string node_tmpdir(System& system) {
+  std::string path;
+  for (const char* name : {"TMPDIR", "TMP", "TEMP"}) {
+    auto value = system.env(name);
+    if (value && !value->empty()) {
+      path = *value;
+      break;
+    }
+  }
+  if (path.empty()) path = "/tmp";
+  if (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::string node_homedir(System& system) {
+  auto home = system.env("HOME");
+  if (home && !home->empty()) return *home;
+  return system.passwd_home(system.uid()).value_or("");
+}
+
+std::string lock_directory_for_uid(System& system, std::uint32_t uid) {
+  return node_join(node_join(node_tmpdir(system), fmt::format("apnea-{}", uid)),
+                   "operation-locks");
+}
+
+std::string default_lock_directory(System& system) {
+  return lock_directory_for_uid(system, system.uid());
+}
+
+std::string_view AreaCheck::name() const {
+  switch (problem) {
+    case AreaProblem::none: return "ok";
+    case AreaProblem::missing: return "missing";
+    case AreaProblem::symlink: return "symlink";
+    case AreaProblem::not_directory: return "not-directory";
+    case AreaProblem::foreign_owner: return "foreign-owner";
+    case AreaProblem::open_mode: return "open-mode";
+    case AreaProblem::unreadable: return "unreadable";
+  }
+  return "unknown";
+}
+
+std::string AreaCheck::message() const {
+  switch (problem) {
+    case AreaProblem::none: return "lock area is safe";
+    case AreaProblem::missing: return fmt::format("{}: does not exist (no lock taken yet)", path);
+    case AreaProblem::symlink:
+      return fmt::format("unsafe Apnea lock directory: {}: is a symlink", path);
+    case AreaProblem::not_directory:
+      return fmt::format("unsafe Apnea lock directory: {}: is not a directory", path);
+    case AreaProblem::foreign_owner:
+      return fmt::format(
+          "Apnea lock directory is not owned by the current user: {}: owner uid {}, expected {}",
+          path, stat.uid, expected_uid);
+    case AreaProblem::open_mode:
+      return fmt::format("unsafe Apnea lock directory: {}: mode {:04o} has group/other bits",
+                         path, stat.mode);
+    case AreaProblem::unreadable:
+      return fmt::format("cannot inspect Apnea lock directory: {}: {}", path, errno_text(error));
+  }
+  return path;
+}
+
+AreaCheck check_area(System& system, const std::string& lock_directory, std::uint32_t uid,
+                     bool check_parent) {
+  std::vector<std::string> components;
+  if (check_parent) components.push_back(node_dirname(lock_directory));
+  components.push_back(lock_directory);
+  AreaCheck check;
+  check.expected_uid = uid;
+  for (const std::string& component : components) {
+    check.path = component;
+    auto st = system.lstat(component);
+    if (!st) {
+      if (st.error() == std::errc::no_such_file_or_directory) {
+        check.problem = AreaProblem::missing;
+      } else {
+        check.problem = AreaProblem::unreadable;
+        check.error = st.error();
+      }
+      return check;
+    }
+    check.stat = *st;
+    if (st->type == FileType::symlink) check.problem = AreaProblem::symlink;
+    else if (st->type != FileType::directory) check.problem = AreaProblem::not_directory;
+    else if (st->uid != uid) check.problem = AreaProblem::foreign_owner;
+    else if ((st->mode & 077) != 0) check.problem = AreaProblem::open_mode;
+    if (!check.safe()) return check;
+  }
+  check.path.clear();
+  return check;
+}
+
+}  // namespace apnea_locks

@@ -1,0 +1,126 @@
+#include "apnea_locks/names.h"
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <memory>
+
+#include "apnea_locks/lock_area.h"
+
+namespace apnea_locks {
+
+std::string sha256_hex(std::string_view bytes) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
+}
+
+std::string_view kind_name(LockKind kind) {
+  switch (kind) {
+    case LockKind::repository: return "repository";
+    case LockKind::global_setup: return "global-setup";
+    case LockKind::unknown: break;
+  }
+  return "unknown";
+}
+
+std::string_view role_name(EntryRole role) {
+  switch (role) {
+    case EntryRole::lock: return "lock";
+    case EntryRole::candidate: return "candidate";
+    case EntryRole::tombstone: return "tombstone";
+    case EntryRole::reclaim_guard: return "reclaim-guard";
+    case EntryRole::unknown: break;
+  }
+  return "unknown";
+}
+
+std::string lock_key(LockKind kind, std::string_view canonical_path) {
+  std::string input(kind_name(kind));
+  input += '\0';
+  input += canonical_path;
+  return sha256_hex(input);
+}
+
+std::string lock_name(LockKind kind, std::string_view key) {
+  return std::string(kind_name(kind)) + "-" + std::string(key) + ".lock";
+}
+
+namespace {
+SysResult<std::string> lock_path_for(System& system, const std::string& lock_directory,
+                                     LockKind kind, const std::string& path) {
+  auto canonical = system.realpath(path);
+  if (!canonical) return std::unexpected(canonical.error());
+  return node_join(lock_directory, lock_name(kind, lock_key(kind, *canonical)));
+}
+
+bool is_key(std::string_view text) {
+  if (text.size() != 64) return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+}  // namespace
+
+SysResult<std::string> repository_lock_path(System& system, const std::string& lock_directory,
+                                            const std::string& root) {
+  return lock_path_for(system, lock_directory, LockKind::repository, root);
+}
+
+SysResult<std::string> global_setup_lock_path(System& system, const std::string& lock_directory,
+                                              const std::string& home) {
+  return lock_path_for(system, lock_directory, LockKind::global_setup, home);
+}
+
+std::string EntryName::lock_name() const {
+  if (kind == LockKind::unknown) return {};
+  return apnea_locks::lock_name(kind, key);
+}
+
+EntryName parse_entry_name(std::string_view name) {
+  EntryName out;
+  LockKind kind = LockKind::unknown;
+  std::string_view rest;
+  for (LockKind candidate : {LockKind::repository, LockKind::global_setup}) {
+    std::string prefix = std::string(kind_name(candidate)) + "-";
+    if (name.starts_with(prefix)) {
+      kind = candidate;
+      rest = name.substr(prefix.size());
+      break;
+    }
+  }
+  if (kind == LockKind::unknown || rest.size() < 64 + 5) return out;
+  std::string_view key = rest.substr(0, 64);
+  if (!is_key(key) || rest.substr(64, 5) != ".lock") return out;
+  std::string_view tail = rest.substr(69);
+  EntryRole role = EntryRole::unknown;
+  std::string_view suffix;
+  if (tail.empty()) {
+    role = EntryRole::lock;
+  } else if (tail == ".reclaim") {
+    role = EntryRole::reclaim_guard;
+  } else if (tail.starts_with(".candidate.") && tail.size() > 11) {
+    role = EntryRole::candidate;
+    suffix = tail.substr(11);
+  } else if (tail.starts_with(".tombstone.") && tail.size() > 11) {
+    role = EntryRole::tombstone;
+    suffix = tail.substr(11);
+  } else {
+    return out;
+  }
+  out.kind = kind;
+  out.role = role;
+  out.key = std::string(key);
+  out.suffix = std::string(suffix);
+  return out;
+}
+
+}  // namespace apnea_locks

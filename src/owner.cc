@@ -1,0 +1,352 @@
+#include "apnea_locks/owner.h"
+
+#include <boost/json/basic_parser_impl.hpp>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "apnea_locks/lock_area.h"
+
+namespace apnea_locks {
+
+std::string pid_text(double pid) {
+  if (std::isfinite(pid) && std::trunc(pid) == pid && std::fabs(pid) < 1e21)
+    return fmt::format("{:.0f}", pid);
+  return fmt::format("{}", pid);
+}
+
+std::string encode_owner(const Owner& owner) {
+  // Apnea's tokens are UUIDs: nothing to escape. Anything else is escaped as JSON.stringify.
+  std::string token;
+  for (unsigned char c : owner.token) {
+    if (c == '"' || c == '\\') {
+      token += '\\';
+      token += static_cast<char>(c);
+    } else if (c < 0x20) {
+      switch (c) {
+        case '\b': token += "\\b"; break;
+        case '\f': token += "\\f"; break;
+        case '\n': token += "\\n"; break;
+        case '\r': token += "\\r"; break;
+        case '\t': token += "\\t"; break;
+        default: token += fmt::format("\\u{:04x}", c);
+      }
+    } else {
+      token += static_cast<char>(c);
+    }
+  }
+  return fmt::format("{{\"pid\":{},\"token\":\"{}\"}}", pid_text(owner.pid), token);
+}
+
+std::string utf8_with_replacement(std::string_view bytes) {
+  static constexpr std::string_view replacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(bytes.size());
+  std::size_t i = 0;
+  const std::size_t n = bytes.size();
+  while (i < n) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    if (b < 0x80) {
+      out += static_cast<char>(b);
+      ++i;
+      continue;
+    }
+    std::size_t needed = 0;
+    unsigned char lower = 0x80, upper = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+      needed = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      needed = 2;
+      if (b == 0xE0) lower = 0xA0;
+      if (b == 0xED) upper = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      needed = 3;
+      if (b == 0xF0) lower = 0x90;
+      if (b == 0xF4) upper = 0x8F;
+    } else {
+      out += replacement;
+      ++i;
+      continue;
+    }
+    std::size_t k = 1;
+    for (; k <= needed; ++k) {
+      if (i + k >= n) break;
+      const auto c = static_cast<unsigned char>(bytes[i + k]);
+      if (c < lower || c > upper) break;
+      lower = 0x80;
+      upper = 0xBF;
+    }
+    if (k <= needed) {  // maximal subpart of an invalid sequence: one replacement
+      out += replacement;
+      i += k;
+      continue;
+    }
+    out.append(bytes.substr(i, needed + 1));
+    i += needed + 1;
+  }
+  return out;
+}
+
+namespace {
+
+namespace json = boost::json;
+
+/// The JSON type of a member's value, as far as the acceptance rules care.
+enum class ValueType { absent, number, string, other };
+
+/// A boost::json::basic_parser handler that remembers only the top-level members "pid" and
+/// "token" (the last of duplicates wins, as in JSON.parse) and whether the top-level value
+/// is an object. Numbers are re-read from their text with strtod, so they round exactly as
+/// JavaScript's do (and overflow to infinity instead of failing).
+struct OwnerHandler {
+  static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_object_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_string_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_key_size = static_cast<std::size_t>(-1);
+
+  std::size_t depth = 0;
+  bool top_is_object = false;
+  bool seen_top = false;
+  std::string key;
+  std::string text;  // pieces of the current string or number
+  ValueType pid_type = ValueType::absent;
+  double pid = 0;
+  ValueType token_type = ValueType::absent;
+  std::string token;
+
+  /// The member a value at this point belongs to: 1 for pid, 2 for token, 0 otherwise.
+  int member() const {
+    if (depth != 1 || !top_is_object) return 0;
+    if (key == "pid") return 1;
+    if (key == "token") return 2;
+    return 0;
+  }
+  void value(ValueType type) {
+    if (!seen_top) seen_top = true;
+    switch (member()) {
+      case 1: pid_type = type; break;
+      case 2: token_type = type; break;
+      default: break;
+    }
+  }
+  void container_begin(bool object) {
+    if (!seen_top) {
+      seen_top = true;
+      top_is_object = object;
+    } else {
+      value(ValueType::other);
+    }
+    ++depth;
+  }
+  bool number(json::string_view last) {
+    text.append(last.data(), last.size());
+    if (member() == 1) pid = std::strtod(text.c_str(), nullptr);
+    text.clear();
+    value(ValueType::number);
+    return true;
+  }
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_array_begin(json::error_code&) { container_begin(false); return true; }
+  bool on_array_end(std::size_t, json::error_code&) { --depth; return true; }
+  bool on_object_begin(json::error_code&) { container_begin(true); return true; }
+  bool on_object_end(std::size_t, json::error_code&) { --depth; return true; }
+  bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
+    if (member() == 2) text.append(s.data(), s.size());
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, json::error_code&) {
+    if (member() == 2) {
+      text.append(s.data(), s.size());
+      token = std::move(text);
+    }
+    text.clear();
+    value(ValueType::string);
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
+    if (depth == 1) text.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, json::error_code&) {
+    if (depth == 1) {
+      text.append(s.data(), s.size());
+      key = std::move(text);
+    }
+    text.clear();
+    return true;
+  }
+  bool on_number_part(json::string_view s, json::error_code&) {
+    text.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(std::int64_t, json::string_view s, json::error_code&) { return number(s); }
+  bool on_uint64(std::uint64_t, json::string_view s, json::error_code&) { return number(s); }
+  bool on_double(double, json::string_view s, json::error_code&) { return number(s); }
+  bool on_bool(bool, json::error_code&) { value(ValueType::other); return true; }
+  bool on_null(json::error_code&) { value(ValueType::other); return true; }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+};
+
+OwnerRejection reject(OwnerCheck check, std::string detail = {}) {
+  OwnerRejection rejection;
+  rejection.check = check;
+  rejection.detail = std::move(detail);
+  return rejection;
+}
+
+std::string_view type_name(FileType type) {
+  switch (type) {
+    case FileType::regular: return "file";
+    case FileType::directory: return "directory";
+    case FileType::symlink: return "symlink";
+    case FileType::fifo: return "fifo";
+    case FileType::socket: return "socket";
+    case FileType::block: return "block-device";
+    case FileType::character: return "char-device";
+    case FileType::unknown: break;
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string OwnerRejection::reason() const {
+  switch (check) {
+    case OwnerCheck::lock_missing: return "lock-missing";
+    case OwnerCheck::lock_unreadable: return "lock-unreadable";
+    case OwnerCheck::lock_symlink: return "lock-symlink";
+    case OwnerCheck::lock_not_directory: return fmt::format("lock-{}", type_name(type));
+    case OwnerCheck::lock_foreign_owner: return "lock-foreign-owner";
+    case OwnerCheck::lock_open_mode: return fmt::format("lock-mode-{:04o}", mode);
+    case OwnerCheck::owner_missing: return "owner-missing";
+    case OwnerCheck::owner_symlink: return "owner-symlink";
+    case OwnerCheck::owner_unreadable: return "owner-unreadable";
+    case OwnerCheck::owner_not_regular: return fmt::format("owner-{}", type_name(type));
+    case OwnerCheck::owner_foreign_owner: return "owner-foreign-owner";
+    case OwnerCheck::owner_open_mode: return fmt::format("owner-mode-{:04o}", mode);
+    case OwnerCheck::owner_empty: return "owner-empty";
+    case OwnerCheck::owner_too_large: return "owner-too-large";
+    case OwnerCheck::owner_short_read: return "owner-short-read";
+    case OwnerCheck::json_syntax: return "json-syntax";
+    case OwnerCheck::not_object: return "not-object";
+    case OwnerCheck::pid_missing: return "pid-missing";
+    case OwnerCheck::pid_not_number: return "pid-not-number";
+    case OwnerCheck::pid_not_positive_integer: return "pid-not-positive-integer";
+    case OwnerCheck::token_missing: return "token-missing";
+    case OwnerCheck::token_not_string: return "token-not-string";
+    case OwnerCheck::token_empty: return "token-empty";
+  }
+  return "unknown";
+}
+
+std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes) {
+  const std::string text = utf8_with_replacement(bytes);
+  json::parse_options options;
+  options.max_depth = text.size() + 1;  // JSON.parse has no depth limit
+  json::basic_parser<OwnerHandler> parser(options);
+  json::error_code error;
+  const std::size_t used = parser.write_some(false, text.data(), text.size(), error);
+  if (error) return std::unexpected(reject(OwnerCheck::json_syntax, error.message()));
+  if (used != text.size())
+    return std::unexpected(reject(OwnerCheck::json_syntax, "data after the JSON value"));
+  const OwnerHandler& h = parser.handler();
+  if (!h.top_is_object) return std::unexpected(reject(OwnerCheck::not_object));
+  if (h.pid_type == ValueType::absent) return std::unexpected(reject(OwnerCheck::pid_missing));
+  if (h.pid_type != ValueType::number) return std::unexpected(reject(OwnerCheck::pid_not_number));
+  if (!std::isfinite(h.pid) || std::trunc(h.pid) != h.pid || !(h.pid > 0))
+    return std::unexpected(reject(OwnerCheck::pid_not_positive_integer, pid_text(h.pid)));
+  if (h.token_type == ValueType::absent) return std::unexpected(reject(OwnerCheck::token_missing));
+  if (h.token_type != ValueType::string)
+    return std::unexpected(reject(OwnerCheck::token_not_string));
+  if (h.token.empty()) return std::unexpected(reject(OwnerCheck::token_empty));
+  return Owner{h.pid, h.token};
+}
+
+OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid) {
+  OwnerRead read;
+  auto fail = [&](OwnerRejection rejection) {
+    read.owner = std::unexpected(std::move(rejection));
+    return read;
+  };
+  auto lock_stat = system.lstat(lock);
+  if (!lock_stat) {
+    if (lock_stat.error() == std::errc::no_such_file_or_directory)
+      return fail(reject(OwnerCheck::lock_missing));
+    return fail(reject(OwnerCheck::lock_unreadable, errno_text(lock_stat.error())));
+  }
+  read.lock_stat = *lock_stat;
+  if (lock_stat->type == FileType::symlink) return fail(reject(OwnerCheck::lock_symlink));
+  if (lock_stat->type != FileType::directory) {
+    auto rejection = reject(OwnerCheck::lock_not_directory);
+    rejection.type = lock_stat->type;
+    return fail(rejection);
+  }
+  if (lock_stat->uid != uid)
+    return fail(reject(OwnerCheck::lock_foreign_owner, fmt::format("uid {}", lock_stat->uid)));
+  if ((lock_stat->mode & 077) != 0) {
+    auto rejection = reject(OwnerCheck::lock_open_mode, fmt::format("mode {:04o}", lock_stat->mode));
+    rejection.mode = lock_stat->mode;
+    return fail(rejection);
+  }
+
+  const std::string owner_path = lock + "/" + std::string(owner_file_name);
+  auto fd = system.open_read(owner_path);
+  if (!fd) {
+    if (fd.error() == std::errc::no_such_file_or_directory)
+      return fail(reject(OwnerCheck::owner_missing));
+    if (fd.error() == std::errc::too_many_symbolic_link_levels)
+      return fail(reject(OwnerCheck::owner_symlink));
+    return fail(reject(OwnerCheck::owner_unreadable, errno_text(fd.error())));
+  }
+  struct Closer {
+    System& system;
+    int fd;
+    ~Closer() { system.close(fd); }
+  } closer{system, *fd};
+
+  auto owner_stat = system.fstat(*fd);
+  if (!owner_stat) return fail(reject(OwnerCheck::owner_unreadable, errno_text(owner_stat.error())));
+  read.owner_stat = *owner_stat;
+  if (owner_stat->type != FileType::regular) {
+    auto rejection = reject(OwnerCheck::owner_not_regular);
+    rejection.type = owner_stat->type;
+    return fail(rejection);
+  }
+  if (owner_stat->uid != uid)
+    return fail(reject(OwnerCheck::owner_foreign_owner, fmt::format("uid {}", owner_stat->uid)));
+  if ((owner_stat->mode & 077) != 0) {
+    auto rejection =
+        reject(OwnerCheck::owner_open_mode, fmt::format("mode {:04o}", owner_stat->mode));
+    rejection.mode = owner_stat->mode;
+    return fail(rejection);
+  }
+  if (owner_stat->size <= 0) return fail(reject(OwnerCheck::owner_empty));
+  if (owner_stat->size > owner_size_limit)
+    return fail(reject(OwnerCheck::owner_too_large, fmt::format("{} bytes", owner_stat->size)));
+
+  std::string bytes(static_cast<std::size_t>(owner_stat->size), '\0');
+  std::size_t offset = 0;
+  while (offset < bytes.size()) {
+    auto n = system.pread(*fd, std::span<char>(bytes.data() + offset, bytes.size() - offset),
+                          static_cast<std::int64_t>(offset));
+    if (!n) return fail(reject(OwnerCheck::owner_unreadable, errno_text(n.error())));
+    if (*n == 0) {
+      bytes.resize(offset);
+      read.bytes = bytes;
+      return fail(reject(OwnerCheck::owner_short_read,
+                         fmt::format("{} of {} bytes", offset, owner_stat->size)));
+    }
+    offset += *n;
+  }
+  read.owner = decode_owner(bytes);
+  read.bytes = std::move(bytes);
+  return read;
+}
+
+}  // namespace apnea_locks

@@ -1,0 +1,404 @@
+// The real System: the only file in the project that calls the operating system.
+#include "apnea_locks/system.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <thread>
+#include <vector>
+
+namespace apnea_locks {
+namespace {
+
+std::unexpected<std::error_code> fail(int error) {
+  return std::unexpected(std::error_code(error, std::generic_category()));
+}
+std::unexpected<std::error_code> fail_errno() { return fail(errno); }
+
+FileType type_of(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG: return FileType::regular;
+    case S_IFDIR: return FileType::directory;
+    case S_IFLNK: return FileType::symlink;
+    case S_IFIFO: return FileType::fifo;
+    case S_IFSOCK: return FileType::socket;
+    case S_IFBLK: return FileType::block;
+    case S_IFCHR: return FileType::character;
+    default: return FileType::unknown;
+  }
+}
+
+FileType type_of_dirent(unsigned char d_type) {
+  switch (d_type) {
+    case DT_REG: return FileType::regular;
+    case DT_DIR: return FileType::directory;
+    case DT_LNK: return FileType::symlink;
+    case DT_FIFO: return FileType::fifo;
+    case DT_SOCK: return FileType::socket;
+    case DT_BLK: return FileType::block;
+    case DT_CHR: return FileType::character;
+    default: return FileType::unknown;
+  }
+}
+
+FileStat from_stat(const struct stat& st) {
+  FileStat out;
+  out.type = type_of(st.st_mode);
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
+  out.mode = st.st_mode & 07777;
+  out.uid = st.st_uid;
+  out.nlink = st.st_nlink;
+  out.size = st.st_size;
+  out.mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return out;
+}
+
+/// Reads a small /proc file whole; empty on any failure.
+std::string read_small_file(const char* path) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    out.append(buffer, static_cast<std::size_t>(n));
+    if (out.size() > (1u << 20)) break;
+  }
+  ::close(fd);
+  return out;
+}
+
+std::int64_t parse_int(std::string_view text) {
+  std::int64_t value = 0;
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+/// The value after `key` on its own line of a /proc "Key:\tvalue" file.
+std::string_view field_line(std::string_view text, std::string_view key) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    if (line.starts_with(key) && line.size() > key.size() && line[key.size()] == ':')
+      return line.substr(key.size() + 1);
+    at = end + 1;
+  }
+  return {};
+}
+
+class RealSystem final : public System {
+ public:
+  SysResult<FileStat> lstat(const std::string& path) override {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return fail_errno();
+    return from_stat(st);
+  }
+
+  SysResult<int> open_read(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return fail_errno();
+    return fd;
+  }
+
+  SysResult<FileStat> fstat(int fd) override {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return fail_errno();
+    return from_stat(st);
+  }
+
+  SysResult<std::size_t> pread(int fd, std::span<char> buffer, std::int64_t offset) override {
+    for (;;) {
+      ssize_t n = ::pread(fd, buffer.data(), buffer.size(), offset);
+      if (n >= 0) return static_cast<std::size_t>(n);
+      if (errno != EINTR) return fail_errno();
+    }
+  }
+
+  void close(int fd) override { ::close(fd); }
+
+  SysResult<void> mkdir(const std::string& path, std::uint32_t mode) override {
+    if (::mkdir(path.c_str(), mode) != 0) return fail_errno();
+    return {};
+  }
+
+  SysResult<void> chmod(const std::string& path, std::uint32_t mode) override {
+    if (::chmod(path.c_str(), mode) != 0) return fail_errno();
+    return {};
+  }
+
+  SysResult<void> rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return fail_errno();
+    return {};
+  }
+
+  SysResult<void> rmdir(const std::string& path) override {
+    if (::rmdir(path.c_str()) != 0) return fail_errno();
+    return {};
+  }
+
+  SysResult<void> remove_tree(const std::string& path) override {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return {};
+      return fail_errno();
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fail_errno();
+      return {};
+    }
+    return remove_directory_at(AT_FDCWD, path.c_str());
+  }
+
+  SysResult<void> write_new_file(const std::string& path, std::string_view data,
+                                 std::uint32_t mode) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0) return fail_errno();
+    std::size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int error = errno;
+        ::close(fd);
+        return fail(error);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd) != 0) {
+      int error = errno;
+      ::close(fd);
+      return fail(error);
+    }
+    if (::close(fd) != 0) return fail_errno();
+    return {};
+  }
+
+  SysResult<void> fsync_directory(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return fail_errno();
+    int result = ::fsync(fd);
+    int error = errno;
+    ::close(fd);
+    if (result != 0 && error != EINVAL && error != ENOTSUP && error != EOPNOTSUPP)
+      return fail(error);
+    return {};
+  }
+
+  SysResult<void> list_directory(const std::string& path,
+                                 const std::function<bool(const DirEntry&)>& visit) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return fail_errno();
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      int error = errno;
+      ::close(fd);
+      return fail(error);
+    }
+    DirEntry entry;
+    for (;;) {
+      errno = 0;
+      struct dirent* item = ::readdir(dir);
+      if (item == nullptr) {
+        int error = errno;
+        ::closedir(dir);
+        if (error != 0) return fail(error);
+        return {};
+      }
+      if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
+      entry.name.assign(item->d_name);
+      entry.type = type_of_dirent(item->d_type);
+      if (!visit(entry)) break;
+    }
+    ::closedir(dir);
+    return {};
+  }
+
+  SysResult<std::string> realpath(const std::string& path) override {
+    char* resolved = ::realpath(path.c_str(), nullptr);
+    if (resolved == nullptr) return fail_errno();
+    std::string out(resolved);
+    std::free(resolved);
+    return out;
+  }
+
+  int signal_probe(std::int64_t pid) override {
+    if (pid <= 0 || pid > INT_MAX) return EINVAL;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0) return 0;
+    return errno;
+  }
+
+  std::optional<ProcessInfo> process_info(std::int64_t pid) override {
+    if (pid <= 0 || pid > INT_MAX) return std::nullopt;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+    std::string stat = read_small_file(path);
+    std::size_t close_paren = stat.rfind(')');
+    if (close_paren == std::string::npos) return std::nullopt;
+    ProcessInfo info;
+    // Fields after the command: 3 state, 4 ppid, ... 22 starttime.
+    std::string_view rest = std::string_view(stat).substr(close_paren + 1);
+    std::vector<std::string_view> fields;
+    std::size_t at = 0;
+    while (at < rest.size() && fields.size() < 21) {
+      while (at < rest.size() && rest[at] == ' ') ++at;
+      std::size_t end = rest.find(' ', at);
+      if (end == std::string_view::npos) end = rest.size();
+      if (end > at) fields.push_back(rest.substr(at, end - at));
+      at = end;
+    }
+    if (fields.size() < 20) return std::nullopt;
+    info.state = fields[0].empty() ? '?' : fields[0][0];
+    const std::int64_t ticks = parse_int(fields[19]);
+    static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+    info.start_time_ns = boot_time_ns() + ticks * (1'000'000'000 / ticks_per_second);
+
+    std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
+    std::string status = read_small_file(path);
+    info.tgid = parse_int(field_line(status, "Tgid"));
+    info.uid = static_cast<std::uint32_t>(parse_int(field_line(status, "Uid")));
+
+    std::snprintf(path, sizeof path, "/proc/%lld/cmdline", static_cast<long long>(pid));
+    info.command = read_small_file(path);
+    while (!info.command.empty() && info.command.back() == '\0') info.command.pop_back();
+    for (char& c : info.command)
+      if (c == '\0') c = ' ';
+    if (info.command.empty() && close_paren != std::string::npos) {
+      std::size_t open_paren = stat.find('(');
+      if (open_paren != std::string::npos && open_paren < close_paren)
+        info.command = "[" + stat.substr(open_paren + 1, close_paren - open_paren - 1) + "]";
+    }
+    return info;
+  }
+
+  std::int64_t pid_max() override {
+    static const std::int64_t value = [] {
+      std::int64_t read = parse_int(read_small_file("/proc/sys/kernel/pid_max"));
+      return read > 0 ? read : std::int64_t{4194304};
+    }();
+    return value;
+  }
+
+  std::int64_t boot_time_ns() override {
+    static const std::int64_t value = [] {
+      std::string stat = read_small_file("/proc/stat");
+      std::int64_t seconds = 0;
+      std::size_t at = stat.find("\nbtime ");
+      if (at != std::string::npos) seconds = parse_int(std::string_view(stat).substr(at + 7));
+      return seconds * 1'000'000'000;
+    }();
+    return value;
+  }
+
+  std::int64_t now_ns() override {
+    struct timespec ts {};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  }
+
+  void sleep(std::chrono::nanoseconds duration) override { std::this_thread::sleep_for(duration); }
+
+  std::uint32_t uid() override { return ::getuid(); }
+
+  std::int64_t pid() override { return ::getpid(); }
+
+  std::optional<std::string> env(const std::string& name) override {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  }
+
+  std::optional<std::string> passwd_home(std::uint32_t uid) override {
+    struct passwd entry {};
+    struct passwd* found = nullptr;
+    std::vector<char> buffer(16384);
+    if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr)
+      return std::nullopt;
+    return std::string(entry.pw_dir);
+  }
+
+  void random_bytes(std::span<std::byte> out) override {
+    std::size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n = ::getrandom(out.data() + done, out.size() - done, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        std::abort();  // the kernel's entropy source is gone: nothing safe to do
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+ private:
+  /// Removes the directory `name` (relative to `parent`) and all it holds, never following
+  /// a symlink: every step is relative to a directory descriptor opened with O_NOFOLLOW.
+  SysResult<void> remove_directory_at(int parent, const char* name) {
+    int fd = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return {};
+      return fail_errno();
+    }
+    DIR* dir = ::fdopendir(fd);
+    if (dir == nullptr) {
+      int error = errno;
+      ::close(fd);
+      return fail(error);
+    }
+    std::vector<std::pair<std::string, bool>> children;
+    while (struct dirent* item = ::readdir(dir)) {
+      if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
+      bool is_dir = item->d_type == DT_DIR;
+      if (item->d_type == DT_UNKNOWN) {
+        struct stat st {};
+        is_dir = ::fstatat(fd, item->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+      }
+      children.emplace_back(item->d_name, is_dir);
+    }
+    SysResult<void> result;
+    for (const auto& [child, is_dir] : children) {
+      if (is_dir) {
+        auto removed = remove_directory_at(fd, child.c_str());
+        if (!removed && result) result = removed;
+      } else if (::unlinkat(fd, child.c_str(), 0) != 0 && errno != ENOENT && result) {
+        result = fail_errno();
+      }
+    }
+    ::closedir(dir);
+    if (::unlinkat(parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT && result)
+      result = fail_errno();
+    return result;
+  }
+};
+
+}  // namespace
+
+System& real_system() {
+  static RealSystem system;
+  return system;
+}
+
+std::string errno_text(const std::error_code& error) {
+  const char* name = ::strerrorname_np(error.value());
+  std::string message = error.message();
+  if (!message.empty()) message[0] = static_cast<char>(std::tolower(message[0]));
+  return std::string(name != nullptr ? name : "E?") + ": " + message;
+}
+
+}  // namespace apnea_locks

@@ -1,0 +1,203 @@
+// A System for tests: real files in a temp folder, plus a hook before every call (to stage a
+// race or a crash at an exact step), a staged process table and a staged clock.
+#pragma once
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apnea_locks/system.h"
+
+namespace apnea_locks::testing {
+
+/// One staged process: what kill(pid, 0) answers and what /proc would show.
+struct StagedProcess {
+  int signal_errno = 0;
+  std::optional<ProcessInfo> info;
+};
+
+class StagedSystem : public System {
+ public:
+  explicit StagedSystem(System& real = real_system()) : real_(real) {}
+
+  /// Runs before each call with the call's name and its path (or pid as text). Stage races
+  /// here: publish, rename or remove entries through `real()`.
+  std::function<void(std::string_view op, const std::string& path)> before;
+  /// After this many calls have run, the process "crashes": every later call fails with
+  /// ENOTRECOVERABLE and changes nothing, as if the process had died there.
+  std::optional<int> crash_after;
+  /// Calls made so far, as "op path".
+  std::vector<std::string> calls;
+
+  /// The process table. Pids not listed answer ESRCH and have no /proc entry, unless
+  /// `real_processes` is set.
+  std::map<std::int64_t, StagedProcess> processes;
+  bool real_processes = false;
+  std::int64_t staged_pid_max = 4194304;
+  std::int64_t staged_boot_ns = 0;
+
+  /// The clock: real time plus `clock_offset_ns` unless `fixed_now_ns` is set.
+  std::optional<std::int64_t> fixed_now_ns;
+  std::int64_t clock_offset_ns = 0;
+  /// Sleeps made (they return at once after running `on_sleep`).
+  std::vector<std::chrono::nanoseconds> sleeps;
+  std::function<void()> on_sleep;
+
+  std::optional<std::int64_t> staged_pid;
+  std::map<std::string, std::optional<std::string>> environment;  ///< overrides getenv
+  std::optional<std::string> staged_passwd_home;
+
+  System& real() { return real_; }
+  bool crashed() const { return crash_after && steps_ >= *crash_after; }
+
+  SysResult<FileStat> lstat(const std::string& path) override {
+    if (!step("lstat", path)) return dead();
+    return real_.lstat(path);
+  }
+  SysResult<int> open_read(const std::string& path) override {
+    if (!step("open", path)) return dead();
+    return real_.open_read(path);
+  }
+  SysResult<FileStat> fstat(int fd) override {
+    if (!step("fstat", std::to_string(fd))) return dead();
+    return real_.fstat(fd);
+  }
+  SysResult<std::size_t> pread(int fd, std::span<char> buffer, std::int64_t offset) override {
+    if (!step("pread", std::to_string(fd))) return dead();
+    return real_.pread(fd, buffer, offset);
+  }
+  void close(int fd) override { real_.close(fd); }
+  SysResult<void> mkdir(const std::string& path, std::uint32_t mode) override {
+    if (!step("mkdir", path)) return dead();
+    return real_.mkdir(path, mode);
+  }
+  SysResult<void> chmod(const std::string& path, std::uint32_t mode) override {
+    if (!step("chmod", path)) return dead();
+    return real_.chmod(path, mode);
+  }
+  SysResult<void> rename(const std::string& from, const std::string& to) override {
+    if (!step("rename", from + " -> " + to)) return dead();
+    return real_.rename(from, to);
+  }
+  SysResult<void> rmdir(const std::string& path) override {
+    if (!step("rmdir", path)) return dead();
+    return real_.rmdir(path);
+  }
+  SysResult<void> remove_tree(const std::string& path) override {
+    if (!step("remove_tree", path)) return dead();
+    return real_.remove_tree(path);
+  }
+  SysResult<void> write_new_file(const std::string& path, std::string_view data,
+                                 std::uint32_t mode) override {
+    if (!step("write_new_file", path)) return dead();
+    return real_.write_new_file(path, data, mode);
+  }
+  SysResult<void> fsync_directory(const std::string& path) override {
+    if (!step("fsync_directory", path)) return dead();
+    return real_.fsync_directory(path);
+  }
+  SysResult<void> list_directory(const std::string& path,
+                                 const std::function<bool(const DirEntry&)>& visit) override {
+    if (!step("list_directory", path)) return dead();
+    return real_.list_directory(path, visit);
+  }
+  SysResult<std::string> realpath(const std::string& path) override {
+    if (!step("realpath", path)) return dead();
+    return real_.realpath(path);
+  }
+  int signal_probe(std::int64_t pid) override {
+    if (!step("kill", std::to_string(pid))) return ENOTRECOVERABLE;
+    if (real_processes) return real_.signal_probe(pid);
+    auto found = processes.find(pid);
+    return found == processes.end() ? ESRCH : found->second.signal_errno;
+  }
+  std::optional<ProcessInfo> process_info(std::int64_t pid) override {
+    if (!step("proc", std::to_string(pid))) return std::nullopt;
+    if (real_processes) return real_.process_info(pid);
+    auto found = processes.find(pid);
+    if (found == processes.end()) return std::nullopt;
+    return found->second.info;
+  }
+  std::int64_t pid_max() override { return real_processes ? real_.pid_max() : staged_pid_max; }
+  std::int64_t boot_time_ns() override {
+    return real_processes ? real_.boot_time_ns() : staged_boot_ns;
+  }
+  std::int64_t now_ns() override {
+    return fixed_now_ns ? *fixed_now_ns : real_.now_ns() + clock_offset_ns;
+  }
+  void sleep(std::chrono::nanoseconds duration) override {
+    sleeps.push_back(duration);
+    if (fixed_now_ns) *fixed_now_ns += duration.count();
+    if (on_sleep) on_sleep();
+  }
+  std::uint32_t uid() override { return real_.uid(); }
+  std::int64_t pid() override { return staged_pid ? *staged_pid : real_.pid(); }
+  std::optional<std::string> env(const std::string& name) override {
+    auto found = environment.find(name);
+    if (found != environment.end()) return found->second;
+    return real_.env(name);
+  }
+  std::optional<std::string> passwd_home(std::uint32_t uid) override {
+    return staged_passwd_home ? staged_passwd_home : real_.passwd_home(uid);
+  }
+  void random_bytes(std::span<std::byte> out) override { real_.random_bytes(out); }
+
+  /// Number of calls whose name is `op`.
+  int count(std::string_view op) const {
+    int n = 0;
+    for (const auto& call : calls)
+      if (std::string_view(call).substr(0, call.find(' ')) == op) ++n;
+    return n;
+  }
+
+ private:
+  bool step(std::string_view op, const std::string& path) {
+    if (crashed()) return false;
+    ++steps_;
+    calls.push_back(std::string(op) + " " + path);
+    if (before) before(op, path);
+    return true;
+  }
+  static std::unexpected<std::error_code> dead() {
+    return std::unexpected(std::error_code(ENOTRECOVERABLE, std::generic_category()));
+  }
+
+  System& real_;
+  int steps_ = 0;
+};
+
+/// A fresh temp folder removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "apnea-locks-test.XXXXXX");
+    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    // Give back write permission a test may have taken away, then remove.
+    for (auto it = std::filesystem::recursive_directory_iterator(
+             path_, std::filesystem::directory_options::skip_permission_denied, ignored);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ignored)) {
+      if (it->is_directory(ignored) && !it->is_symlink(ignored))
+        std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
+                                     std::filesystem::perm_options::add, ignored);
+    }
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string operator/(std::string_view name) const { return path_ + "/" + std::string(name); }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace apnea_locks::testing
