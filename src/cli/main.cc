@@ -1,2 +1,55 @@
+// apnea-locks: inspect and repair Apnea's operation locks.
+#include <fmt/format.h>
+
 #include <cstdio>
-int main() { return 0; }
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/commands.h"
+
+#ifndef APNEA_LOCKS_VERSION
+#define APNEA_LOCKS_VERSION "unknown"
+#endif
+
+namespace apnea_locks::cli {
+
+const std::vector<CommandInfo>& commands() {
+  static const std::vector<CommandInfo> table = {
+  };
+  return table;
+}
+
+namespace {
+void usage(std::FILE* out) {
+  fmt::print(out, "Usage: apnea-locks COMMAND [OPTIONS]\n\n"
+                  "Inspect and repair the operation locks of Apnea.\n\nCommands:\n");
+  for (const auto& command : commands()) fmt::print(out, "  {:<10} {}\n", command.name, command.summary);
+  fmt::print(out, "\nRun 'apnea-locks COMMAND --help' for a command's options.\n");
+}
+}  // namespace
+
+}  // namespace apnea_locks::cli
+
+int main(int argc, char** argv) {
+  using namespace apnea_locks::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    usage(stderr);
+    return exit_usage;
+  }
+  const std::string_view name = args.front();
+  if (name == "-h" || name == "--help" || name == "help") {
+    usage(stdout);
+    return exit_ok;
+  }
+  if (name == "-V" || name == "--version") {
+    fmt::print("apnea-locks {}\n", APNEA_LOCKS_VERSION);
+    return exit_ok;
+  }
+  for (const auto& command : commands()) {
+    if (name == command.name) return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  fmt::print(stderr, "apnea-locks: unknown command '{}' (see 'apnea-locks --help')\n", name);
+  return exit_usage;
+}

@@ -1,0 +1,29 @@
+// The subcommands of apnea-locks. Each lives in its own file under src/cli/ and returns the
+// process exit status. `args` excludes the program and subcommand names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace apnea_locks::cli {
+
+/// Exit statuses shared by every subcommand.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_attention = 1;  ///< something needs attention / was refused
+inline constexpr int exit_usage = 2;
+inline constexpr int exit_unsafe = 3;     ///< the lock area is unsafe or unreadable
+
+/// A subcommand's entry point.
+using Command = int (*)(const std::vector<std::string>& args);
+
+/// One row of the subcommand table: name, entry point, one-line summary.
+struct CommandInfo {
+  const char* name;
+  Command run;
+  const char* summary;
+};
+
+/// Every subcommand, in the order `--help` lists them.
+const std::vector<CommandInfo>& commands();
+
+}  // namespace apnea_locks::cli
