@@ -50,16 +50,24 @@ std::string node_join(std::string_view a, std::string_view b) {
 }
 
 std::string node_dirname(std::string_view path) {
+  // Node's posix dirname, step for step.
   if (path.empty()) return ".";
-  const bool absolute = path.front() == '/';
-  std::size_t end = path.size();
-  while (end > 1 && path[end - 1] == '/') --end;  // trailing slashes
-  std::size_t slash = path.substr(0, end).rfind('/');
-  if (slash == std::string_view::npos) return ".";
-  std::size_t stop = slash;
-  while (stop > 0 && path[stop - 1] == '/') --stop;
-  if (stop == 0) return absolute ? "/" : ".";
-  return std::string(path.substr(0, stop));
+  const bool has_root = path.front() == '/';
+  std::size_t end = std::string_view::npos;
+  bool matched_slash = true;
+  for (std::size_t i = path.size() - 1; i >= 1; --i) {
+    if (path[i] == '/') {
+      if (!matched_slash) {
+        end = i;
+        break;
+      }
+    } else {
+      matched_slash = false;
+    }
+  }
+  if (end == std::string_view::npos) return has_root ? "/" : ".";
+  if (has_root && end == 1) return "//";
+  return std::string(path.substr(0, end));
 }
 
 std::string node_tmpdir(System& system) {

@@ -1,9 +1,17 @@
 // Running real processes from tests: the apnea-locks binary, lock_stress and the reference.
 #pragma once
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -49,5 +57,104 @@ inline std::string test_env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string() : std::string(value);
 }
+
+/// A child process with a pipe to its stdin and one from its stdout (stderr passes
+/// through), for tests that talk to a long-running process line by line.
+class Child {
+ public:
+  /// Starts `argv` (searched in PATH) with `env` added to this process's environment.
+  explicit Child(const std::vector<std::string>& argv,
+                 const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+      std::vector<char*> args;
+      for (const auto& word : argv) args.push_back(const_cast<char*>(word.c_str()));
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+    close_stdin();
+    if (stdout_ >= 0) ::close(stdout_);
+  }
+
+  pid_t pid() const { return pid_; }
+
+  /// The next line of output (without the newline), or nothing at end of output or when
+  /// `timeout` passes first.
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout = std::chrono::seconds(120)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        return line;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      struct pollfd fd {stdout_, POLLIN, 0};
+      if (::poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[4096];
+      ssize_t n = ::read(stdout_, chunk, sizeof chunk);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  /// Closes the child's stdin (it sees end of file).
+  void close_stdin() {
+    if (stdin_ >= 0) ::close(stdin_);
+    stdin_ = -1;
+  }
+
+  /// Sends `signal` to the child.
+  void signal(int signal) { ::kill(pid_, signal); }
+
+  /// Waits for the child: its exit status, or 128+signal.
+  int wait() {
+    if (status_) return *status_;
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return *status_;
+  }
+
+  /// Everything the child still prints until it closes its output.
+  std::string read_rest() {
+    std::string rest = std::move(buffer_);
+    buffer_.clear();
+    char chunk[4096];
+    ssize_t n;
+    while ((n = ::read(stdout_, chunk, sizeof chunk)) > 0) rest.append(chunk, static_cast<std::size_t>(n));
+    return rest;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+  std::string buffer_;
+  std::optional<int> status_;
+};
 
 }  // namespace apnea_locks::testing

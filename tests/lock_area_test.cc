@@ -1,0 +1,121 @@
+#include "apnea_locks/lock_area.h"
+
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "staged_system.h"
+
+using namespace apnea_locks;
+using apnea_locks::testing::StagedSystem;
+using apnea_locks::testing::TempDir;
+
+TEST_CASE("node_normalize folds like Node's path.posix.normalize") {
+  CHECK(node_normalize("/tmp//x/../y/") == "/tmp/y/");
+  CHECK(node_normalize("/tmp//x/../y") == "/tmp/y");
+  CHECK(node_normalize("rel/./dir") == "rel/dir");
+  CHECK(node_normalize("/") == "/");
+  CHECK(node_normalize("/..") == "/");
+  CHECK(node_normalize("../a/../../b") == "../../b");
+  CHECK(node_normalize("a/..") == ".");
+  CHECK(node_normalize("") == ".");
+  CHECK(node_normalize("./") == "./");
+}
+
+TEST_CASE("node_join and node_dirname") {
+  CHECK(node_join("/tmp", "apnea-0") == "/tmp/apnea-0");
+  CHECK(node_join("/", "apnea-0") == "/apnea-0");
+  CHECK(node_join("", "x") == "x");
+  CHECK(node_dirname("/tmp/apnea-0/operation-locks") == "/tmp/apnea-0");
+  CHECK(node_dirname("/apnea-0") == "/");
+  CHECK(node_dirname("rel") == ".");
+  CHECK(node_dirname("a//b//") == "a/");  // Node keeps the extra slash
+  CHECK(node_dirname("//a") == "//");
+}
+
+namespace {
+std::string lock_dir_with(std::optional<std::string> tmpdir, std::optional<std::string> tmp,
+                          std::optional<std::string> temp) {
+  StagedSystem system;
+  system.environment["TMPDIR"] = tmpdir;
+  system.environment["TMP"] = tmp;
+  system.environment["TEMP"] = temp;
+  return default_lock_directory(system);
+}
+}  // namespace
+
+TEST_CASE("the lock directory follows os.tmpdir() and path.join") {
+  const std::string uid = std::to_string(::getuid());
+  CHECK(lock_dir_with(std::nullopt, std::nullopt, std::nullopt) ==
+        "/tmp/apnea-" + uid + "/operation-locks");
+  CHECK(lock_dir_with("/tmp//x/../y/", std::nullopt, std::nullopt) ==
+        "/tmp/y/apnea-" + uid + "/operation-locks");
+  CHECK(lock_dir_with("", "rel/./dir", "/ignored") == "rel/dir/apnea-" + uid + "/operation-locks");
+  CHECK(lock_dir_with("", "", "/var/tmp") == "/var/tmp/apnea-" + uid + "/operation-locks");
+  CHECK(lock_dir_with("/", std::nullopt, std::nullopt) == "/apnea-" + uid + "/operation-locks");
+  // Only one trailing slash is removed by os.tmpdir(); path.join folds the rest.
+  CHECK(lock_dir_with("/a//", std::nullopt, std::nullopt) == "/a/apnea-" + uid + "/operation-locks");
+}
+
+TEST_CASE("node_homedir prefers a non-empty HOME, else the passwd entry") {
+  StagedSystem system;
+  system.staged_passwd_home = "/home/from-passwd";
+  system.environment["HOME"] = "/home/env";
+  CHECK(node_homedir(system) == "/home/env");
+  system.environment["HOME"] = "";
+  CHECK(node_homedir(system) == "/home/from-passwd");
+  system.environment["HOME"] = std::nullopt;
+  CHECK(node_homedir(system) == "/home/from-passwd");
+}
+
+TEST_CASE("check_area names the unsafe component") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string parent = temp / "apnea-0";
+  const std::string area = parent + "/operation-locks";
+  const std::uint32_t uid = ::getuid();
+
+  CHECK(check_area(system, area, uid).problem == AreaProblem::missing);
+  CHECK(check_area(system, area, uid).path == parent);
+
+  REQUIRE(::mkdir(parent.c_str(), 0700) == 0);
+  REQUIRE(::mkdir(area.c_str(), 0700) == 0);
+  CHECK(check_area(system, area, uid).safe());
+
+  ::chmod(area.c_str(), 0770);
+  AreaCheck open = check_area(system, area, uid);
+  CHECK(open.problem == AreaProblem::open_mode);
+  CHECK(open.path == area);
+  CHECK(open.message().find(area) != std::string::npos);
+  CHECK(open.message().find("0770") != std::string::npos);
+  ::chmod(area.c_str(), 0700);
+
+  CHECK(check_area(system, area, uid + 1).problem == AreaProblem::foreign_owner);
+  CHECK(check_area(system, area, uid + 1).path == parent);
+
+  // A symlinked area is refused even though its target is a fine directory.
+  const std::string real = temp / "real";
+  REQUIRE(::mkdir(real.c_str(), 0700) == 0);
+  const std::string linked = temp / "linked";
+  REQUIRE(::symlink(real.c_str(), linked.c_str()) == 0);
+  CHECK(check_area(system, linked, uid, false).problem == AreaProblem::symlink);
+
+  const std::string file = temp / "file";
+  REQUIRE(system.real().write_new_file(file, "x", 0600));
+  CHECK(check_area(system, file, uid, false).problem == AreaProblem::not_directory);
+}
+
+TEST_CASE("check_area of a foreign-owned area (needs root to chown)") {
+  if (::getuid() != 0) {
+    MESSAGE("not root: foreign-owner via chown is covered by the uid+1 check above");
+    return;
+  }
+  TempDir temp;
+  StagedSystem system;
+  const std::string area = temp / "area";
+  REQUIRE(::mkdir(area.c_str(), 0700) == 0);
+  REQUIRE(::chown(area.c_str(), 4242, 4242) == 0);
+  AreaCheck check = check_area(system, area, 0, false);
+  CHECK(check.problem == AreaProblem::foreign_owner);
+  CHECK(check.message().find("4242") != std::string::npos);
+}

@@ -1,0 +1,233 @@
+#include "apnea_locks/owner.h"
+
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "staged_system.h"
+
+using namespace apnea_locks;
+using apnea_locks::testing::StagedSystem;
+using apnea_locks::testing::TempDir;
+
+namespace {
+OwnerCheck rejected(std::string_view bytes) {
+  auto decoded = decode_owner(bytes);
+  REQUIRE_FALSE(decoded.has_value());
+  return decoded.error().check;
+}
+Owner accepted(std::string_view bytes) {
+  auto decoded = decode_owner(bytes);
+  if (!decoded) FAIL("rejected: " << decoded.error().reason() << " " << decoded.error().detail);
+  return *decoded;
+}
+}  // namespace
+
+TEST_CASE("decode_owner accepts what JSON.parse and Apnea's checks accept") {
+  CHECK(accepted(R"({"pid":42,"token":"t"})").pid == 42);
+  CHECK(accepted(R"({"pid":42,"token":"t"})").token == "t");
+  CHECK(accepted(" \t\r\n{\"pid\":1,\"token\":\"x\"} \n").pid == 1);
+  CHECK(accepted(R"({"pid":1e3,"token":"t"})").pid == 1000);
+  CHECK(accepted(R"({"pid":5.0,"token":"t"})").pid == 5);
+  CHECK(accepted(R"({"pid":50e-1,"token":"t"})").pid == 5);
+  // JavaScript rounds to the nearest double: 4.9999999999999999999 is 5.
+  CHECK(accepted(R"({"pid":4.9999999999999999999,"token":"t"})").pid == 5);
+  CHECK(accepted(R"({"pid":1e20,"token":"t"})").pid == 1e20);
+  // Duplicate keys: the last one wins.
+  CHECK(accepted(R"({"pid":-1,"pid":7,"token":"a","token":"b"})").pid == 7);
+  CHECK(accepted(R"({"pid":-1,"pid":7,"token":"a","token":"b"})").token == "b");
+  // Any characters in the token, NUL included; escapes decoded.
+  CHECK(accepted(R"({"pid":1,"token":"\u0000"})").token == std::string(1, '\0'));
+  CHECK(accepted(R"({"pid":1,"token":"\u00e9\n"})").token == "\xc3\xa9\n");
+  CHECK(accepted(R"({"\u0070id":3,"token":"k"})").pid == 3);
+  // Other members, nested values and nested "pid"s do not matter.
+  CHECK(accepted(R"({"x":{"pid":-5},"pid":9,"token":"t","y":[1,{"token":2}]})").pid == 9);
+}
+
+TEST_CASE("decode_owner keeps invalid UTF-8 as U+FFFD, like Buffer.toString") {
+  const Owner owner = accepted("{\"pid\":1,\"token\":\"a\xff" "b\"}");
+  CHECK(owner.token == "a\xEF\xBF\xBD" "b");
+  CHECK(utf8_with_replacement("\xF0\x9F\x98") == "\xEF\xBF\xBD");              // truncated 4-byte
+  CHECK(utf8_with_replacement("\xE0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD");      // overlong lead
+  CHECK(utf8_with_replacement("\xC0\xAF") == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(utf8_with_replacement("\xED\xA0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  CHECK(utf8_with_replacement("ok \xE2\x82\xAC") == "ok \xE2\x82\xAC");
+}
+
+TEST_CASE("decode_owner accepts nesting far deeper than Boost.JSON's default") {
+  std::string deep = R"({"pid":1,"token":"t","deep":)";
+  deep += std::string(1900, '[') + std::string(1900, ']') + "}";
+  REQUIRE(deep.size() <= 4096);
+  CHECK(accepted(deep).pid == 1);
+}
+
+TEST_CASE("decode_owner rejects with the check that failed") {
+  CHECK(rejected("") == OwnerCheck::json_syntax);
+  CHECK(rejected("\xEF\xBB\xBF{\"pid\":1,\"token\":\"t\"}") == OwnerCheck::json_syntax);  // BOM
+  CHECK(rejected(R"({"pid":1,"token":"t"} x)") == OwnerCheck::json_syntax);
+  CHECK(rejected(R"({"pid":1,"token":"t"}{})") == OwnerCheck::json_syntax);
+  CHECK(rejected(R"({"pid":1,"token":"t",})") == OwnerCheck::json_syntax);
+  CHECK(rejected(R"({"pid":01,"token":"t"})") == OwnerCheck::json_syntax);
+  CHECK(rejected(R"({'pid':1})") == OwnerCheck::json_syntax);
+  CHECK(rejected(R"(/*c*/{"pid":1,"token":"t"})") == OwnerCheck::json_syntax);
+  CHECK(rejected(R"([1,2])") == OwnerCheck::not_object);
+  CHECK(rejected(R"(null)") == OwnerCheck::not_object);
+  CHECK(rejected(R"("pid")") == OwnerCheck::not_object);
+  CHECK(rejected(R"({"token":"t"})") == OwnerCheck::pid_missing);
+  CHECK(rejected(R"({"pid":"5","token":"t"})") == OwnerCheck::pid_not_number);
+  CHECK(rejected(R"({"pid":null,"token":"t"})") == OwnerCheck::pid_not_number);
+  CHECK(rejected(R"({"pid":[5],"token":"t"})") == OwnerCheck::pid_not_number);
+  CHECK(rejected(R"({"pid":0,"token":"t"})") == OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":-0,"token":"t"})") == OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":-3,"token":"t"})") == OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":1.5,"token":"t"})") == OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":1e400,"token":"t"})") == OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":1e-400,"token":"t"})") == OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":1})") == OwnerCheck::token_missing);
+  CHECK(rejected(R"({"pid":1,"token":""})") == OwnerCheck::token_empty);
+  CHECK(rejected(R"({"pid":1,"token":5})") == OwnerCheck::token_not_string);
+  CHECK(rejected(R"({"pid":1,"token":"t","token":null})") == OwnerCheck::token_not_string);
+  // The reason names status shows.
+  CHECK(decode_owner(R"({"pid":1.5,"token":"t"})").error().reason() == "pid-not-positive-integer");
+  CHECK(decode_owner(R"({"pid":1.5,"token":"t"})").error().detail == "1.5");
+}
+
+TEST_CASE("encode_owner writes JSON.stringify's bytes") {
+  CHECK(encode_owner({1234, "0b9f3c1e-4b1a-4e5f-9c2d-1a2b3c4d5e6f"}) ==
+        R"({"pid":1234,"token":"0b9f3c1e-4b1a-4e5f-9c2d-1a2b3c4d5e6f"})");
+  CHECK(encode_owner({1, "a\"b\\c\n\x01"}) == R"({"pid":1,"token":"a\"b\\c\n\u0001"})");
+  CHECK(pid_text(1e21) == "1e+21");
+  CHECK(pid_text(100) == "100");
+  const Owner round = accepted(encode_owner({77, "a\"b\\c\n\x01"}));
+  CHECK(round.token == "a\"b\\c\n\x01");
+}
+
+namespace {
+/// A lock directory with an owner.json holding `bytes` (mode 0600).
+std::string make_lock(const TempDir& temp, std::string_view bytes, std::uint32_t owner_mode = 0600) {
+  const std::string lock = temp / "repository-x.lock";
+  REQUIRE(::mkdir(lock.c_str(), 0700) == 0);
+  if (!bytes.empty()) {
+    std::ofstream(lock + "/owner.json") << bytes;
+    ::chmod((lock + "/owner.json").c_str(), owner_mode);
+  }
+  return lock;
+}
+std::string reason_of(const OwnerRead& read) {
+  REQUIRE_FALSE(read.owner.has_value());
+  return read.owner.error().reason();
+}
+}  // namespace
+
+TEST_CASE("read_owner accepts a well-formed lock and reports its facts") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string lock = make_lock(temp, R"({"pid":5,"token":"abc"})");
+  OwnerRead read = read_owner(system, lock, ::getuid());
+  REQUIRE(read.owner.has_value());
+  CHECK(read.owner->pid == 5);
+  CHECK(read.owner->token == "abc");
+  REQUIRE(read.lock_stat);
+  CHECK(read.lock_stat->type == FileType::directory);
+  REQUIRE(read.owner_stat);
+  CHECK(read.owner_stat->size == 23);
+  CHECK(read.bytes == R"({"pid":5,"token":"abc"})");
+  // Five calls: lstat, open, fstat, one pread (the close is not counted).
+  CHECK(system.calls.size() == 4);
+}
+
+TEST_CASE("read_owner applies every lstat/fstat rule") {
+  TempDir temp;
+  StagedSystem system;
+  const std::uint32_t uid = ::getuid();
+  const std::string lock = temp / "repository-x.lock";
+
+  CHECK(reason_of(read_owner(system, lock, uid)) == "lock-missing");
+
+  const std::string elsewhere = temp / "elsewhere";
+  REQUIRE(::mkdir(elsewhere.c_str(), 0700) == 0);
+  REQUIRE(::symlink(elsewhere.c_str(), lock.c_str()) == 0);
+  CHECK(reason_of(read_owner(system, lock, uid)) == "lock-symlink");
+  ::unlink(lock.c_str());
+
+  REQUIRE(system.real().write_new_file(lock, "{}", 0600));
+  CHECK(reason_of(read_owner(system, lock, uid)) == "lock-file");
+  ::unlink(lock.c_str());
+
+  REQUIRE(::mkdir(lock.c_str(), 0700) == 0);
+  CHECK(reason_of(read_owner(system, lock, uid + 1)) == "lock-foreign-owner");
+  ::chmod(lock.c_str(), 0750);
+  CHECK(reason_of(read_owner(system, lock, uid)) == "lock-mode-0750");
+  ::chmod(lock.c_str(), 0700);
+
+  CHECK(reason_of(read_owner(system, lock, uid)) == "owner-missing");
+
+  const std::string owner = lock + "/owner.json";
+  const std::string outside = temp / "outside.json";
+  REQUIRE(system.real().write_new_file(outside, R"({"pid":1,"token":"t"})", 0600));
+  REQUIRE(::symlink(outside.c_str(), owner.c_str()) == 0);
+  CHECK(reason_of(read_owner(system, lock, uid)) == "owner-symlink");
+  ::unlink(owner.c_str());
+
+  // A FIFO must not hang the reader.
+  REQUIRE(::mkfifo(owner.c_str(), 0600) == 0);
+  CHECK(reason_of(read_owner(system, lock, uid)) == "owner-fifo");
+  ::unlink(owner.c_str());
+
+  REQUIRE(::mkdir(owner.c_str(), 0700) == 0);
+  CHECK(reason_of(read_owner(system, lock, uid)) == "owner-directory");
+  ::rmdir(owner.c_str());
+
+  REQUIRE(system.real().write_new_file(owner, R"({"pid":1,"token":"t"})", 0644));
+  ::chmod(owner.c_str(), 0644);
+  CHECK(reason_of(read_owner(system, lock, uid)) == "owner-mode-0644");
+  ::chmod(owner.c_str(), 0600);
+  if (uid == 0) {  // only root can give the file away
+    REQUIRE(::chown(owner.c_str(), 4242, static_cast<gid_t>(-1)) == 0);
+    CHECK(reason_of(read_owner(system, lock, uid)) == "owner-foreign-owner");
+  }
+  ::unlink(owner.c_str());
+
+  REQUIRE(system.real().write_new_file(owner, "", 0600));
+  CHECK(reason_of(read_owner(system, lock, uid)) == "owner-empty");
+  ::unlink(owner.c_str());
+
+  std::string big = R"({"pid":1,"token":")" + std::string(4096, 'x') + "\"}";
+  REQUIRE(system.real().write_new_file(owner, big, 0600));
+  CHECK(reason_of(read_owner(system, lock, uid)) == "owner-too-large");
+  ::unlink(owner.c_str());
+
+  // Exactly 4096 bytes is still accepted.
+  std::string limit = R"({"pid":1,"token":")";
+  limit += std::string(4096 - limit.size() - 2, 'y') + "\"}";
+  REQUIRE(limit.size() == 4096);
+  REQUIRE(system.real().write_new_file(owner, limit, 0600));
+  CHECK(read_owner(system, lock, uid).owner.has_value());
+  ::unlink(owner.c_str());
+
+  REQUIRE(system.real().write_new_file(owner, R"({"pid":1,"token":""})", 0600));
+  CHECK(reason_of(read_owner(system, lock, uid)) == "token-empty");
+}
+
+TEST_CASE("read_owner reports a record truncated while it is read") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string lock = make_lock(temp, R"({"pid":5,"token":"abc"})");
+  system.before = [&](std::string_view op, const std::string&) {
+    if (op == "pread") ::truncate((lock + "/owner.json").c_str(), 4);
+  };
+  OwnerRead read = read_owner(system, lock, ::getuid());
+  CHECK(reason_of(read) == "owner-short-read");
+  CHECK(read.bytes == R"({"pi)");
+}
+
+TEST_CASE("a 1 GiB sparse owner.json is refused by size without reading it") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string lock = make_lock(temp, "{}");
+  REQUIRE(::truncate((lock + "/owner.json").c_str(), 1LL << 30) == 0);
+  CHECK(reason_of(read_owner(system, lock, ::getuid())) == "owner-too-large");
+  CHECK(system.count("pread") == 0);
+}
