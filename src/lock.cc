@@ -83,6 +83,15 @@ std::int64_t lock_age_ms(System& system, const std::string& lock) {
   return age > 0 ? age : 0;
 }
 
+/// True when two rejected reads saw the same directory with the same content and failed
+/// the same check: the lock is malformed, not changing under the reader.
+bool is_same_rejection(const OwnerRead& first, const OwnerRead& second) {
+  return first.lock_stat && second.lock_stat && first.lock_stat->same_object(*second.lock_stat) &&
+         first.owner.error().check == second.owner.error().check && first.bytes == second.bytes &&
+         first.owner_stat.has_value() == second.owner_stat.has_value() &&
+         (!first.owner_stat || first.owner_stat->same_object(*second.owner_stat));
+}
+
 LockError malformed_error(const LockTarget& target) {
   return operation_locked(
       LockedReason::malformed,
@@ -120,10 +129,11 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
         error = wrapped(code, "rename", candidate, target.resource);
     }
     // The candidate is always removed (after a successful rename it no longer exists).
-    if (auto removed = system.remove_tree(candidate); !removed && !error)
-      error = wrapped(removed.error(), "rm", candidate, target.resource);
+    auto removed = system.remove_tree(candidate);
     if (error) return failure(*error);
+    // Published: the lock is ours whatever the clean-up of the (renamed) candidate said.
     if (!contended) return HeldLock(system, lock, std::move(owner));
+    if (!removed) return failure(wrapped(removed.error(), "rm", candidate, target.resource));
 
     auto now = system.lstat(lock);
     if (!now) {
@@ -132,12 +142,19 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
     }
     OwnerRead read = read_owner(system, lock, uid);
     if (!read.owner) {
-      // A release or reclamation may have renamed the lock away (or a new owner published
-      // another one) while we read: that is a race, not malformed metadata.
+      // A release may have renamed the lock away (and a new owner published another one,
+      // which can even reuse the inode number) while we read: a race, not malformed
+      // metadata. Apnea never changes a published lock in place, so a lock that is really
+      // malformed reads the same twice.
       if (read.owner.error().lock_vanished()) continue;
-      auto after = system.lstat(lock);
-      if (!after || !read.lock_stat || !after->same_object(*read.lock_stat)) continue;
-      return failure(malformed_error(target));
+      OwnerRead again = read_owner(system, lock, uid);
+      if (again.owner) {
+        read = std::move(again);
+      } else if (!is_same_rejection(read, again)) {
+        continue;
+      } else {
+        return failure(malformed_error(target));
+      }
     }
     const Owner& existing = *read.owner;
     const ProcessFacts facts = gather_process(system, existing.pid);
@@ -305,8 +322,17 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
     // rename.
     auto unchanged = [&](const std::string& path) {
       OwnerRead read = read_owner(system, path, uid);
+      const bool same_owner_file =
+          read.owner_stat.has_value() == expect.owner_identity.has_value() &&
+          (!read.owner_stat || (read.owner_stat->same_object(*expect.owner_identity) &&
+                                read.owner_stat->size == expect.owner_identity->size &&
+                                read.owner_stat->mode == expect.owner_identity->mode &&
+                                read.owner_stat->uid == expect.owner_identity->uid &&
+                                read.owner_stat->mtime_ns == expect.owner_identity->mtime_ns));
       return read.lock_stat && expect.identity && read.lock_stat->same_object(*expect.identity) &&
-             !read.owner && read.bytes == expect.owner_bytes;
+             read.lock_stat->mode == expect.identity->mode &&
+             read.lock_stat->uid == expect.identity->uid && same_owner_file && !read.owner &&
+             read.bytes == expect.owner_bytes;
     };
     if (!unchanged(lock)) {
       outcome.changed = "the lock changed since it was inspected";

@@ -318,17 +318,20 @@ OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid)
     rejection.type = owner_stat->type;
     return fail(rejection);
   }
-  if (owner_stat->uid != uid)
-    return fail(reject(OwnerCheck::owner_foreign_owner, fmt::format("uid {}", owner_stat->uid)));
-  if ((owner_stat->mode & 077) != 0) {
-    auto rejection =
-        reject(OwnerCheck::owner_open_mode, fmt::format("mode {:04o}", owner_stat->mode));
-    rejection.mode = owner_stat->mode;
-    return fail(rejection);
+  // Apnea's checks in its order; the bytes of a regular, size-bounded file are read even
+  // when its uid or mode fails, so a malformed lock's exact content is known (status shows
+  // it; a guarded reclamation re-validates it).
+  std::optional<OwnerRejection> stat_rejection;
+  if (owner_stat->uid != uid) {
+    stat_rejection = reject(OwnerCheck::owner_foreign_owner, fmt::format("uid {}", owner_stat->uid));
+  } else if ((owner_stat->mode & 077) != 0) {
+    stat_rejection = reject(OwnerCheck::owner_open_mode, fmt::format("mode {:04o}", owner_stat->mode));
+    stat_rejection->mode = owner_stat->mode;
   }
-  if (owner_stat->size <= 0) return fail(reject(OwnerCheck::owner_empty));
+  if (owner_stat->size <= 0) return fail(stat_rejection.value_or(reject(OwnerCheck::owner_empty)));
   if (owner_stat->size > owner_size_limit)
-    return fail(reject(OwnerCheck::owner_too_large, fmt::format("{} bytes", owner_stat->size)));
+    return fail(stat_rejection.value_or(
+        reject(OwnerCheck::owner_too_large, fmt::format("{} bytes", owner_stat->size))));
 
   std::string bytes(static_cast<std::size_t>(owner_stat->size), '\0');
   std::size_t offset = 0;
@@ -338,14 +341,15 @@ OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid)
     if (!n) return fail(reject(OwnerCheck::owner_unreadable, errno_text(n.error())));
     if (*n == 0) {
       bytes.resize(offset);
-      read.bytes = bytes;
-      return fail(reject(OwnerCheck::owner_short_read,
-                         fmt::format("{} of {} bytes", offset, owner_stat->size)));
+      read.bytes = std::move(bytes);
+      return fail(stat_rejection.value_or(reject(
+          OwnerCheck::owner_short_read, fmt::format("{} of {} bytes", offset, owner_stat->size))));
     }
     offset += *n;
   }
-  read.owner = decode_owner(bytes);
   read.bytes = std::move(bytes);
+  if (stat_rejection) return fail(*stat_rejection);
+  read.owner = decode_owner(*read.bytes);
   return read;
 }
 

@@ -122,9 +122,11 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
 struct ReclaimExpectation {
   /// A valid owner: the token judged dead.
   std::optional<std::string> token;
-  /// A malformed lock: the directory identity and the exact owner.json bytes (or none when
-  /// they could not be read) that were inspected.
+  /// A malformed lock: the directory's stat, owner.json's stat (none when it could not be
+  /// opened) and its exact bytes (none when they could not be read), as inspected. All must
+  /// be unchanged (same object, mode, uid; same file size and mtime) for it to be removed.
   std::optional<FileStat> identity;
+  std::optional<FileStat> owner_identity;
   std::optional<std::string> owner_bytes;
 };
 

@@ -23,6 +23,9 @@ struct CommandInfo {
   const char* summary;
 };
 
+/// `run`: holds an Apnea lock while a command runs (src/cli/run.cc).
+int run_command(const std::vector<std::string>& args);
+
 /// Every subcommand, in the order `--help` lists them.
 const std::vector<CommandInfo>& commands();
 

@@ -16,6 +16,7 @@ namespace apnea_locks::cli {
 
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> table = {
+      {"run", run_command, "hold an Apnea lock while a command runs"},
   };
   return table;
 }

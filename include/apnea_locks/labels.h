@@ -1,0 +1,39 @@
+// Naming locks: which repository or home a lock name belongs to (the hash is one-way, so
+// candidate paths are hashed and matched).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "apnea_locks/classify.h"
+#include "apnea_locks/system.h"
+
+namespace apnea_locks {
+
+/// Known repositories and homes, by the entry name of their lock.
+class LabelIndex {
+ public:
+  /// Labels the repository lock of `root` (realpath'd like Apnea). Returns the lock's entry
+  /// name, or realpath's error.
+  SysResult<std::string> add_repository(System& system, const std::string& root);
+  /// Labels the global setup lock of `home` (realpath'd). Returns its entry name.
+  SysResult<std::string> add_home(System& system, const std::string& home);
+  /// The label of the lock named `lock_name` (an EntryName::lock_name()), or null.
+  const EntryLabel* find(std::string_view lock_name) const;
+  /// Number of labelled locks.
+  std::size_t size() const { return by_name_.size(); }
+
+ private:
+  SysResult<std::string> add(System& system, LockKind kind, const std::string& path);
+  std::unordered_map<std::string, EntryLabel> by_name_;
+};
+
+/// Calls `visit` with every folder at or below `root` (at most `max_depth` levels down) that
+/// holds a `.apnea` directory. Symlinks are not followed; unreadable folders are skipped.
+/// Fails only when `root` itself cannot be listed.
+SysResult<void> find_repositories(System& system, const std::string& root, int max_depth,
+                                  const std::function<void(const std::string&)>& visit);
+
+}  // namespace apnea_locks

@@ -1,0 +1,71 @@
+// One pass over the lock area, gathering the facts classify() judges, entry by entry.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "apnea_locks/classify.h"
+#include "apnea_locks/probe.h"
+#include "apnea_locks/system.h"
+
+namespace apnea_locks {
+
+/// Probes each distinct pid once and remembers the answer, in little memory: a pid that
+/// does not exist (ESRCH) costs one bit, so a scan of many dead owners stays small.
+class ProcessCache {
+ public:
+  explicit ProcessCache(System& system) : system_(system) {}
+
+  /// The facts about `pid`, probed on first use (gather_process).
+  ProcessFacts get(double pid);
+
+ private:
+  System& system_;
+  std::int64_t pid_max_ = 0;
+  std::int64_t boot_time_ns_ = 0;
+  std::vector<bool> dead_;      ///< pids known to answer ESRCH (indexed by pid)
+  std::vector<bool> probed_;    ///< pids probed so far (indexed by pid)
+  std::unordered_map<std::int64_t, ProcessFacts> other_;  ///< everything not ESRCH
+};
+
+/// How hard scan re-reads a lock whose owner was rejected.
+inline constexpr int default_reread_limit = 5;
+
+/// The path of entry `name` inside `directory`.
+std::string entry_path(std::string_view directory, std::string_view name);
+
+/// Gathers the facts about entry `name` of `lock_directory` for an area owned by `uid`:
+/// lstat, the owner record (locks, candidates, tombstones), the owner's process (through
+/// `processes`) and, for a lock, its reclaim guard. A lock whose owner is rejected is
+/// re-checked (lstat again); if it vanished or is another directory now, it is read again,
+/// up to `reread_limit` times (then `kept_changing`). Returns facts with no `stat` when the
+/// entry is gone.
+EntryFacts gather_entry(System& system, std::string_view lock_directory, std::string_view name,
+                        std::uint32_t uid, ProcessCache& processes,
+                        int reread_limit = default_reread_limit);
+
+/// Streams every entry of `lock_directory` (one directory pass) to `visit` with its facts;
+/// entries that vanish before they are read are skipped. `visit` returns false to stop.
+/// Fails only when the directory cannot be listed.
+SysResult<void> scan_area(System& system, const std::string& lock_directory, std::uint32_t uid,
+                          const std::function<bool(const EntryFacts&)>& visit);
+
+/// What inspect shows beyond the facts: owner.json's own lstat and up to 4 KiB of its raw
+/// bytes even when Apnea would not read them (too large, wrong mode).
+struct OwnerFileDetails {
+  std::optional<FileStat> lstat;
+  std::error_code lstat_error;            ///< when lstat failed
+  std::optional<std::string> raw;         ///< at most owner_size_limit bytes
+  bool raw_truncated = false;             ///< the file holds more than `raw`
+};
+
+/// Reads owner.json's details inside `entry` without following a symlink and without
+/// blocking on a FIFO (only a regular file is read).
+OwnerFileDetails gather_owner_file(System& system, const std::string& entry);
+
+}  // namespace apnea_locks

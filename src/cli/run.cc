@@ -1,0 +1,577 @@
+// apnea-locks run: hold an Apnea lock around a command, the way flock(1) wraps one.
+//
+// The lock is taken and released through the core (acquire / HeldLock), so Apnea sees `run`
+// as an ordinary live owner. What lives here is process control, which is not protocol I/O:
+// fork/exec of the child (with a close-on-exec pipe that reports an exec failure's errno),
+// signal forwarding (signals are blocked and taken synchronously with sigwaitinfo, so no
+// handler runs at an awkward moment), and the wait policy with its back-off.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "apnea_locks/lock.h"
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/owner.h"
+#include "cli/commands.h"
+
+namespace apnea_locks::cli {
+namespace {
+
+namespace po = boost::program_options;
+namespace json = boost::json;
+using std::chrono::nanoseconds;
+using std::chrono::steady_clock;
+
+/// Exit statuses of `run` besides the command's own (documented in docs/run.md).
+constexpr int exit_locked = 75;            ///< held by a live owner (EX_TEMPFAIL), or raced
+constexpr int exit_stale = 76;             ///< stale or malformed lock: a human must act
+constexpr int exit_cannot_execute = 126;   ///< found but could not be started
+constexpr int exit_not_found = 127;        ///< command not found
+
+/// The first delay of a wait (Apnea's 25 ms) and the ceiling of the --wait back-off.
+constexpr nanoseconds first_delay = std::chrono::milliseconds(25);
+constexpr nanoseconds longest_delay = std::chrono::milliseconds(500);
+
+/// The signals `run` forwards to its command.
+constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+struct RunOptions {
+  std::optional<std::string> repo;
+  std::optional<std::string> home;
+  std::optional<std::string> lock_dir;
+  std::optional<nanoseconds> wait;
+  bool nonblock = false;
+  bool json = false;
+  bool print_token = false;
+  bool help = false;
+  std::vector<std::string> command;
+};
+
+/// Parses "30s", "500ms", "2m", "1h" or plain (possibly fractional) seconds.
+std::optional<nanoseconds> parse_duration(std::string_view text) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [rest, error] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
+  if (error != std::errc() || rest == text.data() || !std::isfinite(value) || value < 0)
+    return std::nullopt;
+  const std::string_view unit(rest, static_cast<std::size_t>(end - rest));
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1e9;
+  else if (unit == "ms") scale = 1e6;
+  else if (unit == "m") scale = 60e9;
+  else if (unit == "h") scale = 3600e9;
+  else return std::nullopt;
+  const double ns = value * scale;
+  if (ns > 9e18) return std::nullopt;
+  return nanoseconds(static_cast<std::int64_t>(ns));
+}
+
+std::string duration_text(nanoseconds duration) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
+  if (ms % 1000 != 0) return fmt::format("{}ms", ms);
+  return fmt::format("{}s", ms / 1000);
+}
+
+po::options_description option_table() {
+  po::options_description options("Options");
+  options.add_options()
+      ("repo", po::value<std::string>(), "lock the repository at PATH (default: the current directory)")
+      ("home", po::value<std::string>(), "lock Apnea's global setup lock for the home directory PATH")
+      ("lock-dir", po::value<std::string>(), "the lock directory (default: Apnea's, from TMPDIR)")
+      ("wait,w", po::value<std::string>(), "wait up to DURATION (30s, 500ms, 2m) for a live owner")
+      ("nonblock,n", "never wait, not even for the global setup lock")
+      ("json", "print an event stream (JSON lines) on standard error")
+      ("print-token", "print the held owner (lock path, pid, token) on standard error")
+      ("help,h", "show this help");
+  return options;
+}
+
+void usage(std::FILE* out) {
+  fmt::print(out,
+             "Usage: apnea-locks run [--repo PATH | --home PATH] [--lock-dir DIR]\n"
+             "                       [-w DURATION | -n] [--json] [--print-token] -- CMD [ARGS...]\n\n"
+             "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.\n\n");
+  std::ostringstream text;
+  text << option_table();
+  fmt::print(out, "{}\n", text.str());
+  fmt::print(out,
+             "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
+             "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
+             "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area or other\n"
+             "error. See docs/run.md.\n");
+}
+
+/// Options that take a value, for finding where the command starts when there is no "--".
+bool takes_value(std::string_view word) {
+  return word == "--repo" || word == "--home" || word == "--lock-dir" || word == "--wait" ||
+         word == "-w";
+}
+
+std::expected<RunOptions, std::string> parse_options(const std::vector<std::string>& args) {
+  // The command starts after "--", or else at the first word that is not an option.
+  std::size_t split = args.size();
+  std::size_t command_start = args.size();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") {
+      split = i;
+      command_start = i + 1;
+      break;
+    }
+    if (word.size() > 1 && word[0] == '-') {
+      if (takes_value(word)) ++i;
+      continue;
+    }
+    split = command_start = i;
+    break;
+  }
+  RunOptions options;
+  po::variables_map values;
+  try {
+    const std::vector<std::string> words(args.begin(), args.begin() + static_cast<long>(split));
+    po::store(po::command_line_parser(words).options(option_table()).run(), values);
+    po::notify(values);
+  } catch (const po::error& error) {
+    return std::unexpected(std::string(error.what()));
+  }
+  if (values.count("help")) {
+    options.help = true;
+    return options;
+  }
+  if (values.count("repo")) options.repo = values["repo"].as<std::string>();
+  if (values.count("home")) options.home = values["home"].as<std::string>();
+  if (values.count("lock-dir")) options.lock_dir = values["lock-dir"].as<std::string>();
+  options.nonblock = values.count("nonblock") > 0;
+  options.json = values.count("json") > 0;
+  options.print_token = values.count("print-token") > 0;
+  if (values.count("wait")) {
+    const std::string& text = values["wait"].as<std::string>();
+    options.wait = parse_duration(text);
+    if (!options.wait)
+      return std::unexpected(fmt::format(
+          "invalid duration '{}' for --wait (use e.g. 30s, 500ms, 2m or plain seconds)", text));
+  }
+  if (options.repo && options.home) return std::unexpected("--repo and --home exclude each other");
+  if (options.wait && options.nonblock)
+    return std::unexpected("--wait and --nonblock exclude each other");
+  if (options.repo && options.repo->empty()) return std::unexpected("--repo needs a path");
+  if (options.home && options.home->empty()) return std::unexpected("--home needs a path");
+  options.command.assign(args.begin() + static_cast<long>(command_start), args.end());
+  if (options.command.empty()) return std::unexpected("no command given (apnea-locks run ... -- CMD [ARGS...])");
+  return options;
+}
+
+/// Quotes a word for a shell only when it needs it.
+std::string shell_word(std::string_view word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:@%+=,-", c) != nullptr;
+  });
+  if (plain) return std::string(word);
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? fmt::format("SIG{}", abbrev) : fmt::format("SIG{}", sig);
+}
+
+/// A JavaScript-number pid as JSON: an integer when it is one JSON readers keep exactly.
+json::value json_pid(double pid) {
+  if (pid >= 0 && pid < 9007199254740992.0) return static_cast<std::int64_t>(pid);
+  return pid;
+}
+
+/// What `run` prints on standard error: human lines, or JSON events with --json.
+class Output {
+ public:
+  explicit Output(const RunOptions& options) : json_(options.json) {}
+  bool json() const { return json_; }
+  /// One JSON event (only with --json).
+  void event(json::object fields) const {
+    if (json_) fmt::print(stderr, "{}\n", json::serialize(fields));
+  }
+  /// One line for a human (only without --json).
+  void say(std::string_view line) const {
+    if (!json_) fmt::print(stderr, "apnea-locks run: {}\n", line);
+  }
+
+ private:
+  bool json_;
+};
+
+/// The signals run handles synchronously: blocked from the start, taken with sigwaitinfo.
+class SignalControl {
+ public:
+  SignalControl() {
+    sigemptyset(&forwarded_);
+    for (int sig : forwarded_signals) sigaddset(&forwarded_, sig);
+    with_child_ = forwarded_;
+    sigaddset(&with_child_, SIGCHLD);
+    for (int sig : forwarded_signals) {
+      struct sigaction action {};
+      ::sigaction(sig, nullptr, &action);
+      if (action.sa_handler == SIG_IGN) sigaddset(&ignored_, sig);
+    }
+    // An inherited SIGCHLD=SIG_IGN would make the kernel reap the child for us.
+    struct sigaction child {};
+    child.sa_handler = SIG_DFL;
+    sigemptyset(&child.sa_mask);
+    ::sigaction(SIGCHLD, &child, &saved_child_);
+    ::sigprocmask(SIG_BLOCK, &with_child_, &saved_mask_);
+  }
+  SignalControl(const SignalControl&) = delete;
+  SignalControl& operator=(const SignalControl&) = delete;
+  ~SignalControl() {
+    ::sigaction(SIGCHLD, &saved_child_, nullptr);
+    ::sigprocmask(SIG_SETMASK, &saved_mask_, nullptr);
+  }
+
+  /// In the forked child: the mask and SIGCHLD action run was started with.
+  void restore_in_child() const {
+    ::sigaction(SIGCHLD, &saved_child_, nullptr);
+    ::sigprocmask(SIG_SETMASK, &saved_mask_, nullptr);
+  }
+
+  /// Waits up to `timeout` for a forwarded signal that is not ignored; 0 when none came.
+  int wait_for(nanoseconds timeout) const {
+    const auto deadline = steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::max(nanoseconds(0), deadline - steady_clock::now());
+      struct timespec ts {};
+      ts.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
+      ts.tv_nsec = static_cast<long>(left.count() % 1'000'000'000);
+      const int sig = ::sigtimedwait(&forwarded_, nullptr, &ts);
+      if (sig > 0 && !sigismember(&ignored_, sig)) return sig;
+      if (sig < 0 && errno == EAGAIN) return 0;
+      if (left.count() == 0) return 0;
+    }
+  }
+
+  /// The next forwarded signal or SIGCHLD, with who sent it.
+  int next(siginfo_t& info) const {
+    for (;;) {
+      const int sig = ::sigwaitinfo(&with_child_, &info);
+      if (sig > 0) return sig;
+      if (errno != EINTR) return -1;
+    }
+  }
+
+  /// Ends this process by `sig` as if it had not been caught (no lock is held).
+  [[noreturn]] void die_by(int sig) const {
+    std::fflush(nullptr);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    std::_Exit(128 + sig);
+  }
+
+ private:
+  sigset_t forwarded_{};
+  sigset_t with_child_{};
+  sigset_t ignored_{};
+  sigset_t saved_mask_{};
+  struct sigaction saved_child_ {};
+};
+
+/// The fix Apnea's message asks a human for, as an apnea-locks command.
+std::string fix_command(const RunOptions& options, const LockTarget& target, const LockError& error) {
+  // A malformed lock has no owner to prove dead: name it explicitly (its path names its
+  // lock area) and force.
+  if (error.is(LockedReason::malformed))
+    return fmt::format("apnea-locks reclaim {} --force", shell_word(target.lock_path));
+  const std::string_view prefix = "global setup at ";
+  std::string_view resource = target.resource;
+  if (target.kind == LockKind::global_setup && resource.starts_with(prefix))
+    resource.remove_prefix(prefix.size());
+  std::string command = fmt::format("apnea-locks reclaim {} {}",
+                                    target.kind == LockKind::global_setup ? "--home" : "--repo",
+                                    shell_word(resource));
+  // A leftover reclaim guard is removed only with --force.
+  if (error.guarded) command += " --force";
+  if (options.lock_dir) command += " --lock-dir " + shell_word(*options.lock_dir);
+  return command;
+}
+
+json::object error_event(const LockError& error, int status) {
+  json::object event{{"event", "refused"}, {"message", error.message}, {"exit_status", status}};
+  if (error.kind == LockError::Kind::config_error) {
+    event["error"] = "ConfigError";
+    event["path"] = error.path;
+  } else {
+    event["error"] = "OperationLocked";
+    event["reason"] = reason_name(error.reason);
+    event["lock_path"] = error.lock_path;
+    event["resource"] = error.resource;
+    event["pid"] = error.pid > 0 ? json_pid(error.pid) : json::value(nullptr);
+  }
+  return event;
+}
+
+/// Reports a refusal and returns its exit status.
+int report_refusal(const Output& out, const RunOptions& options, const LockTarget* target,
+                   const LockError& error) {
+  if (error.kind == LockError::Kind::config_error) {
+    out.event(error_event(error, exit_unsafe));
+    out.say(error.message);
+    return exit_unsafe;
+  }
+  if (error.is(LockedReason::live) || error.is(LockedReason::raced)) {
+    json::object event = error_event(error, exit_locked);
+    if (options.wait) event["waited_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(*options.wait).count();
+    out.event(std::move(event));
+    out.say(error.message);
+    if (options.wait)
+      out.say(fmt::format("still held after waiting {}", duration_text(*options.wait)));
+    else if (error.is(LockedReason::live))
+      out.say("use --wait DURATION to wait for it");
+    return exit_locked;
+  }
+  const std::string fix = target != nullptr ? fix_command(options, *target, error) : std::string();
+  json::object event = error_event(error, exit_stale);
+  event["fix"] = fix;
+  out.event(std::move(event));
+  out.say(error.message);
+  out.say(fmt::format("to fix it: {}", fix));
+  return exit_stale;
+}
+
+/// A lock, a refusal, or the signal that interrupted the wait.
+using Acquired = std::variant<HeldLock, LockError, int>;
+
+/// Takes the lock per the options: once (--nonblock, or a repository lock by default),
+/// waiting like Apnea (the global setup lock by default: 25 ms steps, forever), or waiting
+/// with back-off up to the --wait deadline. Live owners are waited for; with --wait a
+/// `raced` result is retried too. A forwarded signal ends the wait.
+Acquired acquire_for_run(System& system, const LockTarget& target, const RunOptions& options,
+                         const Output& out, const SignalControl& signals) {
+  AcquireOptions once = apnea_options(target.kind);
+  const bool waits = options.wait.has_value() || (!options.nonblock && once.wait_while_live);
+  once.wait_while_live = false;
+  std::optional<steady_clock::time_point> deadline;
+  if (options.wait) deadline = steady_clock::now() + *options.wait;
+  nanoseconds delay = first_delay;
+  bool announced = false;
+  for (;;) {
+    auto held = acquire(system, target, once);
+    if (held) return std::move(*held);
+    LockError error = std::move(held.error());
+    const bool retry = error.is(LockedReason::live) || (options.wait && error.is(LockedReason::raced));
+    if (!waits || !retry) return error;
+    const auto now = steady_clock::now();
+    if (deadline && now >= *deadline) return error;
+    if (!announced && error.is(LockedReason::live)) {
+      announced = true;
+      json::object event{{"event", "waiting"},
+                         {"lock_path", target.lock_path},
+                         {"resource", target.resource},
+                         {"kind", kind_name(target.kind)},
+                         {"holder_pid", json_pid(error.pid)}};
+      event["timeout_ms"] = options.wait ? json::value(std::chrono::duration_cast<std::chrono::milliseconds>(*options.wait).count())
+                                         : json::value(nullptr);
+      out.event(std::move(event));
+      out.say(fmt::format("{}; waiting {}", error.message,
+                          options.wait ? "up to " + duration_text(*options.wait) : std::string("until it is released")));
+    }
+    nanoseconds pause = delay;
+    if (deadline) pause = std::min(pause, std::chrono::duration_cast<nanoseconds>(*deadline - now));
+    if (const int sig = signals.wait_for(pause); sig != 0) return sig;
+    if (options.wait) delay = std::min(delay * 2, longest_delay);
+  }
+}
+
+/// How the command ended: its exit status for run, or the errno of a failed exec.
+struct ChildEnd {
+  int status = 0;
+  int exec_errno = 0;
+};
+
+/// Forks and execs the command with run's stdio and environment, forwarding signals to it
+/// until it ends. An exec failure comes back through a close-on-exec pipe as its errno.
+ChildEnd run_child(const std::vector<std::string>& command, const SignalControl& signals,
+                   const Output& out) {
+  std::vector<char*> argv;
+  for (const auto& word : command) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return {exit_cannot_execute, errno};
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) {
+    const int error = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return {exit_cannot_execute, error};
+  }
+  if (child == 0) {
+    ::close(report[0]);
+    signals.restore_in_child();
+    ::execvp(argv[0], argv.data());
+    const int error = errno;
+    [[maybe_unused]] ssize_t written = ::write(report[1], &error, sizeof error);
+    ::_exit(exit_not_found);
+  }
+  ::close(report[1]);
+  int exec_errno = 0;
+  ssize_t got = 0;
+  do got = ::read(report[0], &exec_errno, sizeof exec_errno);
+  while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    int ignored = 0;
+    while (::waitpid(child, &ignored, 0) < 0 && errno == EINTR) {}
+    return {exec_errno == ENOENT || exec_errno == ENOTDIR ? exit_not_found : exit_cannot_execute,
+            exec_errno};
+  }
+
+  json::array words;
+  for (const auto& word : command) words.emplace_back(word);
+  out.event({{"event", "started"}, {"child_pid", child}, {"command", std::move(words)}});
+
+  // Signals sent by the kernel to the whole foreground process group (Ctrl-C, Ctrl-\, a
+  // terminal hangup) already reached the child; re-sending would deliver them twice.
+  const bool same_group = ::getpgid(child) == ::getpgrp() && ::getsid(0) != ::getpid();
+  for (;;) {
+    siginfo_t info{};
+    const int sig = signals.next(info);
+    int status = 0;
+    if (sig < 0) {
+      // Cannot wait for signals: still wait for the child, so the lock outlives it.
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    } else if (sig == SIGCHLD) {
+      const pid_t ended = ::waitpid(child, &status, WNOHANG);
+      if (ended != child) continue;
+    } else {
+      const bool forward = !(info.si_code == SI_KERNEL && same_group);
+      if (forward) ::kill(child, sig);
+      out.event({{"event", "signal"}, {"signal", signal_name(sig)}, {"forwarded", forward}});
+      continue;
+    }
+    json::object event{{"event", "exited"}, {"child_pid", child}};
+    ChildEnd end;
+    if (WIFSIGNALED(status)) {
+      end.status = 128 + WTERMSIG(status);
+      event["exit_code"] = nullptr;
+      event["signal"] = signal_name(WTERMSIG(status));
+    } else {
+      end.status = WEXITSTATUS(status);
+      event["exit_code"] = end.status;
+      event["signal"] = nullptr;
+    }
+    event["status"] = end.status;
+    out.event(std::move(event));
+    return end;
+  }
+}
+
+/// Releases the lock (token-checked) and reports it; returns false when the release failed.
+bool release(HeldLock& held, const Output& out) {
+  const std::string lock = held.lock_path();
+  const std::string token = held.owner().token;
+  auto released = held.release();
+  if (!released) {
+    out.event(error_event(released.error(), exit_unsafe));
+    out.say(fmt::format("could not release {}: {}", lock, released.error().message));
+    return false;
+  }
+  out.event({{"event", "released"}, {"lock_path", lock}, {"token", token}, {"removed", *released}});
+  if (!*released)
+    out.say(fmt::format("{} no longer had our token when the command ended (it was reclaimed "
+                        "or replaced meanwhile); nothing was removed",
+                        lock));
+  return true;
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args) {
+  auto parsed = parse_options(args);
+  if (!parsed) {
+    fmt::print(stderr, "apnea-locks run: {}\nSee 'apnea-locks run --help'.\n", parsed.error());
+    return exit_usage;
+  }
+  const RunOptions& options = *parsed;
+  if (options.help) {
+    usage(stdout);
+    return exit_ok;
+  }
+  const Output out(options);
+  System& system = real_system();
+  const std::string lock_dir = options.lock_dir ? *options.lock_dir : default_lock_directory(system);
+  auto target = options.home ? global_setup_target(system, lock_dir, *options.home)
+                             : repository_target(system, lock_dir, options.repo.value_or("."));
+  if (!target) return report_refusal(out, options, nullptr, target.error());
+
+  const SignalControl signals;
+  Acquired acquired = acquire_for_run(system, *target, options, out, signals);
+  if (const int* sig = std::get_if<int>(&acquired)) signals.die_by(*sig);
+  if (const LockError* error = std::get_if<LockError>(&acquired))
+    return report_refusal(out, options, &*target, *error);
+  HeldLock& held = std::get<HeldLock>(acquired);
+
+  const Owner& owner = held.owner();
+  out.event({{"event", "acquired"},
+             {"lock_path", held.lock_path()},
+             {"resource", target->resource},
+             {"kind", kind_name(target->kind)},
+             {"pid", json_pid(owner.pid)},
+             {"token", owner.token}});
+  if (options.print_token)
+    fmt::print(stderr, "apnea-locks run: holding {} as pid {}, token {}\n", held.lock_path(),
+               pid_text(owner.pid), owner.token);
+
+  // A signal that arrived while the lock was being taken ends run before the command starts.
+  if (const int sig = signals.wait_for(nanoseconds(0)); sig != 0) {
+    release(held, out);
+    signals.die_by(sig);
+  }
+
+  const ChildEnd end = run_child(options.command, signals, out);
+  if (end.exec_errno != 0) {
+    out.event({{"event", "exec-failed"},
+               {"command", options.command.front()},
+               {"errno", ::strerrorname_np(end.exec_errno) ? ::strerrorname_np(end.exec_errno) : ""},
+               {"message", std::strerror(end.exec_errno)},
+               {"exit_status", end.status}});
+    const std::string& name = options.command.front();
+    if (end.exec_errno == ENOENT && name.find('/') == std::string::npos)
+      out.say(fmt::format("{}: command not found", name));
+    else
+      out.say(fmt::format("cannot run '{}': {}", name, std::strerror(end.exec_errno)));
+  }
+  const bool released = release(held, out);
+  if (!released && end.status == 0) return exit_unsafe;
+  return end.status;
+}
+
+}  // namespace apnea_locks::cli
