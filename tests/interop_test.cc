@@ -72,11 +72,17 @@ TEST_CASE("the lock directory is the reference's for every TMPDIR/TMP/TEMP form"
       {"", "", "/var//tmp/"},       {"/", "", ""},             {"/a//", "", ""},
       {"../up/./down", "", ""},
   };
+  // Run from a temp folder: the reference's loader (tsx) keeps a cache under a relative
+  // TMPDIR too.
+  TempDir cwd;
   for (const Case& c : cases) {
     CAPTURE(c.tmpdir);
     CAPTURE(c.tmp);
     CAPTURE(c.temp);
-    auto out = peer_json({"lock-dir"}, temp_env(c.tmpdir, c.tmp, c.temp));
+    CommandResult result = run_command({"sh", "-c", "cd \"$0\" && exec \"$1\" lock-dir", cwd.path(), peer()},
+                                       temp_env(c.tmpdir, c.tmp, c.temp));
+    CAPTURE(result.out);
+    auto out = boost::json::parse(result.out.substr(0, result.out.find('\n'))).as_object();
     CHECK(text(out.at("lock_dir")) == core_lock_dir(c.tmpdir, c.tmp, c.temp));
   }
 }
