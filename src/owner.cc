@@ -193,6 +193,75 @@ struct OwnerHandler {
   bool on_comment(json::string_view, json::error_code&) { return true; }
 };
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/// The code unit of a `\uXXXX` escape starting at `at` (the backslash), or -1.
+int escape_unit(std::string_view text, std::size_t at) {
+  if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return -1;
+  int value = 0;
+  for (std::size_t i = at + 2; i < at + 6; ++i) {
+    const int digit = hex_digit(text[i]);
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+/// Rewrites, inside string literals, each `\uXXXX` escape of a lone UTF-16 surrogate into
+/// its 3-byte WTF-8 form (as a JavaScript string would hold the lone code unit). Returns
+/// true when anything was rewritten.
+bool lone_surrogates_to_wtf8(std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false, changed = false;
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (!in_string) {
+      in_string = c == '"';
+      out += c;
+      ++i;
+      continue;
+    }
+    if (c == '"') {
+      in_string = false;
+      out += c;
+      ++i;
+      continue;
+    }
+    if (c != '\\' || i + 1 >= text.size()) {
+      out += c;
+      ++i;
+      continue;
+    }
+    const int unit = escape_unit(text, i);
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      const int next = escape_unit(text, i + 6);
+      if (next >= 0xDC00 && next <= 0xDFFF) {  // a proper pair: left as it is
+        out.append(text, i, 12);
+        i += 12;
+        continue;
+      }
+    }
+    if (unit >= 0xD800 && unit <= 0xDFFF) {
+      out += static_cast<char>(0xE0 | (unit >> 12));
+      out += static_cast<char>(0x80 | ((unit >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (unit & 0x3F));
+      changed = true;
+      i += 6;
+      continue;
+    }
+    out.append(text, i, 2);  // any other escape, copied whole so `\"` does not end the string
+    i += 2;
+  }
+  if (changed) text = std::move(out);
+  return changed;
+}
+
 OwnerRejection reject(OwnerCheck check, std::string detail = {}) {
   OwnerRejection rejection;
   rejection.check = check;
@@ -246,9 +315,13 @@ std::string OwnerRejection::reason() const {
 }
 
 std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes) {
-  const std::string text = utf8_with_replacement(bytes);
+  std::string text = utf8_with_replacement(bytes);
   json::parse_options options;
   options.max_depth = text.size() + 1;  // JSON.parse has no depth limit
+  // JSON.parse accepts "\ud800" (a lone surrogate) in a string; Boost.JSON 1.81 does not.
+  // Such escapes become their WTF-8 bytes, which only this rewrite can have put in the
+  // (otherwise valid UTF-8) text, so the parser is told to let them through.
+  if (text.find("\\u") != std::string::npos) options.allow_invalid_utf8 = lone_surrogates_to_wtf8(text);
   json::basic_parser<OwnerHandler> parser(options);
   json::error_code error;
   const std::size_t used = parser.write_some(false, text.data(), text.size(), error);

@@ -56,6 +56,22 @@ TEST_CASE("decode_owner keeps invalid UTF-8 as U+FFFD, like Buffer.toString") {
   CHECK(utf8_with_replacement("ok \xE2\x82\xAC") == "ok \xE2\x82\xAC");
 }
 
+TEST_CASE("decode_owner accepts lone surrogate escapes as JSON.parse does") {
+  // A JavaScript string holds the lone code unit; we hold its WTF-8 bytes.
+  CHECK(accepted(R"({"pid":1,"token":"\ud800"})").token == "\xED\xA0\x80");
+  CHECK(accepted(R"({"pid":1,"token":"a\udc00b"})").token == "a\xED\xB0\x80" "b");
+  CHECK(accepted(R"({"pid":1,"token":"\ud800\ud800"})").token == "\xED\xA0\x80\xED\xA0\x80");
+  // A proper pair is one character; escaped quotes and backslashes do not confuse the scan.
+  CHECK(accepted(R"({"pid":1,"token":"\ud83d\ude00"})").token == "\xF0\x9F\x98\x80");
+  CHECK(accepted(R"({"pid":1,"token":"\\ud800"})").token == "\\ud800");
+  CHECK(accepted(R"({"pid":1,"token":"\"\ud800"})").token == "\"\xED\xA0\x80");
+  CHECK(accepted(R"({"\ud800":1,"pid":2,"token":"t"})").pid == 2);
+  // Outside strings it is still a syntax error, and raw invalid bytes are still U+FFFD.
+  CHECK(rejected(R"({"pid":1,"token":"t"}\ud800)") == OwnerCheck::json_syntax);
+  CHECK(accepted("{\"pid\":1,\"token\":\"\\ud800\xED\xA0\x80\"}").token ==
+        "\xED\xA0\x80\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 TEST_CASE("decode_owner accepts nesting far deeper than Boost.JSON's default") {
   std::string deep = R"({"pid":1,"token":"t","deep":)";
   deep += std::string(1900, '[') + std::string(1900, ']') + "}";
