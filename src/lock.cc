@@ -83,15 +83,6 @@ std::int64_t lock_age_ms(System& system, const std::string& lock) {
   return age > 0 ? age : 0;
 }
 
-/// True when two rejected reads saw the same directory with the same content and failed
-/// the same check: the lock is malformed, not changing under the reader.
-bool is_same_rejection(const OwnerRead& first, const OwnerRead& second) {
-  return first.lock_stat && second.lock_stat && first.lock_stat->same_object(*second.lock_stat) &&
-         first.owner.error().check == second.owner.error().check && first.bytes == second.bytes &&
-         first.owner_stat.has_value() == second.owner_stat.has_value() &&
-         (!first.owner_stat || first.owner_stat->same_object(*second.owner_stat));
-}
-
 LockError malformed_error(const LockTarget& target) {
   return operation_locked(
       LockedReason::malformed,
@@ -140,22 +131,13 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
       if (is(now.error(), std::errc::no_such_file_or_directory)) continue;
       return failure(wrapped(now.error(), "lstat", lock, target.resource));
     }
-    OwnerRead read = read_owner(system, lock, uid);
-    if (!read.owner) {
-      // A release may have renamed the lock away (and a new owner published another one,
-      // which can even reuse the inode number) while we read: a race, not malformed
-      // metadata. Apnea never changes a published lock in place, so a lock that is really
-      // malformed reads the same twice.
-      if (read.owner.error().lock_vanished()) continue;
-      OwnerRead again = read_owner(system, lock, uid);
-      if (again.owner) {
-        read = std::move(again);
-      } else if (!is_same_rejection(read, again)) {
-        continue;
-      } else {
-        return failure(malformed_error(target));
-      }
-    }
+    // A release may rename the lock away (and a new owner publish another) while we read
+    // it: that is a race to retry, never malformed metadata (Apnea 0.2.2 says malformed).
+    SettledRead settled = read_owner_settled(system, lock, uid, 2);
+    if (!settled.settled || (!settled.read.owner && settled.read.owner.error().lock_vanished()))
+      continue;
+    const OwnerRead& read = settled.read;
+    if (!read.owner) return failure(malformed_error(target));
     const Owner& existing = *read.owner;
     const ProcessFacts facts = gather_process(system, existing.pid);
     if (apnea_alive(facts)) {

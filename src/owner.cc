@@ -426,4 +426,31 @@ OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid)
   return read;
 }
 
+namespace {
+/// True when two rejected reads saw the same directory and owner file with the same content
+/// and failed the same check.
+bool same_rejection(const OwnerRead& first, const OwnerRead& second) {
+  return first.lock_stat && second.lock_stat && first.lock_stat->same_object(*second.lock_stat) &&
+         first.owner.error().check == second.owner.error().check && first.bytes == second.bytes &&
+         first.owner_stat.has_value() == second.owner_stat.has_value() &&
+         (!first.owner_stat || first.owner_stat->same_object(*second.owner_stat));
+}
+}  // namespace
+
+SettledRead read_owner_settled(System& system, const std::string& lock, std::uint32_t uid,
+                               int reads) {
+  SettledRead result{read_owner(system, lock, uid), true};
+  for (int done = 1;; ++done) {
+    if (result.read.owner || result.read.owner.error().lock_vanished()) return result;
+    if (done >= reads) {
+      result.settled = false;
+      return result;
+    }
+    OwnerRead again = read_owner(system, lock, uid);
+    const bool agree = !again.owner && same_rejection(result.read, again);
+    result.read = std::move(again);
+    if (agree) return result;
+  }
+}
+
 }  // namespace apnea_locks

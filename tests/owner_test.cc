@@ -247,3 +247,47 @@ TEST_CASE("a 1 GiB sparse owner.json is refused by size without reading it") {
   CHECK(reason_of(read_owner(system, lock, ::getuid())) == "owner-too-large");
   CHECK(system.count("pread") == 0);
 }
+
+TEST_CASE("read_owner_settled tells a malformed lock from one changing under the reader") {
+  TempDir temp;
+  StagedSystem system;
+  const std::uint32_t uid = ::getuid();
+
+  SUBCASE("an accepted owner is read once") {
+    const std::string lock = make_lock(temp, R"({"pid":5,"token":"abc"})");
+    SettledRead settled = read_owner_settled(system, lock, uid);
+    CHECK(settled.settled);
+    CHECK(settled.read.owner.has_value());
+    CHECK(system.count("lstat") == 1);
+  }
+  SUBCASE("a malformed lock reads the same twice and is settled") {
+    const std::string lock = make_lock(temp, R"({"pid":0,"token":"abc"})");
+    SettledRead settled = read_owner_settled(system, lock, uid);
+    CHECK(settled.settled);
+    CHECK(reason_of(settled.read) == "pid-not-positive-integer");
+    CHECK(system.count("lstat") == 2);
+  }
+  SUBCASE("a lock replaced before every read never settles, within the read limit") {
+    const std::string lock = make_lock(temp, R"({"pid":0,"token":"0"})");
+    int generation = 0;
+    system.before = [&](std::string_view op, const std::string& path) {
+      if (op != "lstat" || path != lock) return;
+      // Released and republished: new bytes each time (a half-written record, say).
+      REQUIRE(system.real().rename(lock, temp / ("old" + std::to_string(generation))));
+      REQUIRE(::mkdir(lock.c_str(), 0700) == 0);
+      REQUIRE(system.real().write_new_file(lock + "/owner.json",
+                                           "{\"pid\":0,\"token\":\"" + std::to_string(++generation) + "\"}",
+                                           0600));
+    };
+    SettledRead settled = read_owner_settled(system, lock, uid, 4);
+    CHECK_FALSE(settled.settled);
+    CHECK(generation == 4);
+  }
+  SUBCASE("a lock that vanished is reported as such, not retried") {
+    const std::string lock = temp / "repository-gone.lock";
+    SettledRead settled = read_owner_settled(system, lock, uid);
+    CHECK(settled.settled);
+    CHECK(settled.read.owner.error().lock_vanished());
+    CHECK(system.count("lstat") == 1);
+  }
+}

@@ -94,4 +94,19 @@ struct OwnerRead {
 /// owned by `uid` with no group/other bits, 1..4096 bytes, and decodes (decode_owner).
 OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid);
 
+/// A read_owner whose result can be trusted not to be a race artifact.
+struct SettledRead {
+  OwnerRead read;       ///< the last read
+  bool settled = true;  ///< false when the lock kept changing for every read allowed
+};
+
+/// read_owner that never mistakes a lock changing under the reader for a malformed one.
+/// Apnea never changes a published lock in place, but a release may rename it away and a
+/// new owner publish another (possibly reusing the inode number) between the reader's
+/// steps. A rejected read is therefore repeated until two consecutive reads agree (same
+/// directory, same owner file, same bytes, same failed check), at most `reads` reads in
+/// all; an accepted read, or a vanished lock, ends it at once.
+SettledRead read_owner_settled(System& system, const std::string& lock, std::uint32_t uid,
+                               int reads = 5);
+
 }  // namespace apnea_locks
