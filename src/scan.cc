@@ -2,43 +2,44 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cerrno>
 
 #include "apnea_locks/owner.h"
 
 namespace apnea_locks {
 
+namespace {
+/// Pids below this (Linux's PID_MAX_LIMIT) are remembered in bitsets; above it no process
+/// can exist and each costs a map entry.
+constexpr std::size_t bitset_limit = std::size_t{1} << 22;
+}  // namespace
+
 ProcessFacts ProcessCache::get(double pid) {
   // Only pids Node can signal are probed; the rest cost no system call to judge.
   if (!(pid > 0) || pid > 2147483647.0) return gather_process(system_, pid);
   const auto number = static_cast<std::int64_t>(pid);
   const auto index = static_cast<std::size_t>(number);
-  if (index < probed_.size() && probed_[index]) {
-    if (dead_[index]) {
-      ProcessFacts facts;
-      facts.pid = pid;
-      facts.signal_errno = ESRCH;
-      facts.pid_max = pid_max_;
-      facts.boot_time_ns = boot_time_ns_;
-      return facts;
-    }
-    return other_.at(number);
+  if (index < dead_.size() && dead_[index]) {
+    ProcessFacts facts;
+    facts.pid = pid;
+    facts.signal_errno = ESRCH;
+    facts.pid_max = pid_max_;
+    facts.boot_time_ns = boot_time_ns_;
+    return facts;
   }
   if (auto found = other_.find(number); found != other_.end()) return found->second;
 
   ProcessFacts facts = gather_process(system_, pid);
   pid_max_ = facts.pid_max;
   boot_time_ns_ = facts.boot_time_ns;
-  if (probed_.empty() && pid_max_ > 0) {
-    probed_.resize(static_cast<std::size_t>(pid_max_));
-    dead_.resize(static_cast<std::size_t>(pid_max_));
-  }
   const bool dead = facts.signal_errno == ESRCH && !facts.info;
-  if (index < probed_.size()) {
-    probed_[index] = true;
-    dead_[index] = dead;
+  if (dead && index < bitset_limit) {
+    if (index >= dead_.size()) dead_.resize(std::max<std::size_t>(4096, std::bit_ceil(index + 1)));
+    dead_[index] = true;
+  } else {
+    other_.emplace(number, facts);
   }
-  if (!dead || index >= probed_.size()) other_.emplace(number, facts);
   return facts;
 }
 

@@ -19,6 +19,7 @@ namespace apnea_locks {
 /// does not exist (ESRCH) costs one bit, so a scan of many dead owners stays small.
 class ProcessCache {
  public:
+  /// An empty cache probing through `system`.
   explicit ProcessCache(System& system) : system_(system) {}
 
   /// The facts about `pid`, probed on first use (gather_process).
@@ -28,9 +29,8 @@ class ProcessCache {
   System& system_;
   std::int64_t pid_max_ = 0;
   std::int64_t boot_time_ns_ = 0;
-  std::vector<bool> dead_;      ///< pids known to answer ESRCH (indexed by pid)
-  std::vector<bool> probed_;    ///< pids probed so far (indexed by pid)
-  std::unordered_map<std::int64_t, ProcessFacts> other_;  ///< everything not ESRCH
+  std::vector<bool> dead_;  ///< pids known to answer ESRCH (indexed by pid), one bit each
+  std::unordered_map<std::int64_t, ProcessFacts> other_;  ///< every other pid probed
 };
 
 /// How hard scan re-reads a lock whose owner was rejected.

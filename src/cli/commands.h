@@ -23,8 +23,13 @@ struct CommandInfo {
   const char* summary;
 };
 
-/// `run`: holds an Apnea lock while a command runs (src/cli/run.cc).
-int run_command(const std::vector<std::string>& args);
+/// `status`: every entry of the lock area, judged (src/cli/status.cc).
+int status_command(const std::vector<std::string>& args);
+/// `inspect`: everything known about one lock (src/cli/inspect.cc).
+int inspect_command(const std::vector<std::string>& args);
+/// `path`: the lock path Apnea uses for a repository or home (src/cli/path.cc).
+int path_command(const std::vector<std::string>& args);
+
 
 /// Every subcommand, in the order `--help` lists them.
 const std::vector<CommandInfo>& commands();

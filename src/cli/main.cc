@@ -16,7 +16,9 @@ namespace apnea_locks::cli {
 
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> table = {
-      {"run", run_command, "hold an Apnea lock while a command runs"},
+      {"status", status_command, "list every lock of the area and what to do about it"},
+      {"inspect", inspect_command, "everything known about one lock"},
+      {"path", path_command, "print the lock path Apnea uses for a repository or home"},
   };
   return table;
 }

@@ -1,0 +1,350 @@
+// apnea-locks inspect: everything known about one lock (or any entry of the lock area).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apnea_locks/acceptance.h"
+#include "apnea_locks/classify.h"
+#include "apnea_locks/labels.h"
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/names.h"
+#include "apnea_locks/scan.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/entry_report.h"
+#include "cli/render.h"
+
+namespace apnea_locks::cli {
+namespace {
+
+constexpr std::string_view command_name = "inspect";
+constexpr std::string_view usage_text =
+    "Usage: apnea-locks inspect [LOCK | --repo PATH | --home PATH] [OPTIONS]\n\n"
+    "Everything known about one lock: its stat and owner.json's, the raw owner bytes, each\n"
+    "of Apnea's acceptance checks, both verdicts, the owner process and the proof of death.\n"
+    "LOCK is a path, or an entry name inside the lock directory. Default: the repository\n"
+    "lock of the current directory. Changes nothing.\n\n"
+    "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
+    "3 the lock area is unsafe or unreadable.";
+
+struct InspectOptions {
+  AreaOptions area;
+  std::string lock;
+  std::string repo;
+  std::string home;
+  bool json = false;
+  double tolerance = 2;
+  double guard_age = 60;
+};
+
+/// A related entry of the same lock (candidate, tombstone, guard), judged.
+struct Related {
+  std::string name;
+  Verdict verdict;
+};
+
+/// Everything inspect shows.
+struct Inspection {
+  LockArea area;
+  AreaCheck check;
+  EntryFacts facts;
+  Verdict verdict;
+  const EntryLabel* label = nullptr;
+  OwnerFileDetails owner_file;
+  std::vector<Related> related;
+  std::int64_t now_ns = 0;
+};
+
+std::string base_name(const std::string& path) {
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const auto slash = trimmed.rfind('/');
+  return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+}
+
+std::string_view type_word(FileType type) {
+  switch (type) {
+    case FileType::regular: return "file";
+    case FileType::directory: return "directory";
+    case FileType::symlink: return "symlink";
+    case FileType::fifo: return "fifo";
+    case FileType::socket: return "socket";
+    case FileType::block: return "block-device";
+    case FileType::character: return "char-device";
+    case FileType::unknown: break;
+  }
+  return "unknown";
+}
+
+std::string stat_line(const FileStat& st, std::int64_t now_ns) {
+  return fmt::format("{}, mode {}, uid {}, size {}, mtime {} (age {}), inode {}", type_word(st.type),
+                     format_mode(st.mode), st.uid, st.size, format_time(st.mtime_ns, true),
+                     format_age(now_ns - st.mtime_ns), st.ino);
+}
+
+void write_stat_json(JsonWriter& json, const std::optional<FileStat>& st) {
+  if (!st) {
+    json.null();
+    return;
+  }
+  json.begin_object();
+  json.key("type").string(type_word(st->type));
+  json.key("mode").string(format_mode(st->mode));
+  json.key("uid").integer(st->uid);
+  json.key("size").integer(st->size);
+  json.key("mtime").string(format_time(st->mtime_ns, true));
+  json.key("mtime_ns").integer(st->mtime_ns);
+  json.key("dev").integer(static_cast<std::int64_t>(st->dev));
+  json.key("ino").integer(static_cast<std::int64_t>(st->ino));
+  json.end_object();
+}
+
+void print_human(const Inspection& in) {
+  const EntryFacts& facts = in.facts;
+  const Verdict& verdict = in.verdict;
+  auto line = [](std::string_view key, std::string_view value) {
+    fmt::print("{:<13}{}\n", fmt::format("{}:", key), value);
+  };
+  line("path", printable(facts.path));
+  if (facts.parsed.role == EntryRole::unknown) {
+    line("entry", "unknown (not a name Apnea uses)");
+  } else {
+    line("entry", fmt::format("{} ({}, key {})", role_name(facts.parsed.role),
+                              kind_name(facts.parsed.kind), facts.parsed.key));
+  }
+  line("label", in.label != nullptr ? printable(in.label->path) : "-");
+  line("state", fmt::format("{} ({}{})", state_name(verdict.state), verdict.reason,
+                            verdict.state == EntryState::stale
+                                ? (verdict.certain ? "; certain proof" : "; clock-based evidence")
+                                : ""));
+  if (verdict.apnea_verdict) {
+    std::string apnea(apnea_verdict_name(*verdict.apnea_verdict));
+    if (*verdict.apnea_verdict == ApneaVerdict::stale)
+      apnea += verdict.apnea_self_heals ? ": Apnea reclaims it on its next run"
+                                        : ": Apnea will not reclaim it by itself";
+    line("apnea", apnea);
+  }
+  line("attention", verdict.needs_attention ? "yes" : "no");
+  line("fix", verdict.fix.empty() ? "-" : printable(verdict.fix));
+  line("directory", facts.stat ? stat_line(*facts.stat, in.now_ns) : "absent");
+  if (facts.parsed.role == EntryRole::reclaim_guard || facts.parsed.role == EntryRole::unknown ||
+      !facts.stat) {
+    return;
+  }
+  const OwnerFileDetails& file = in.owner_file;
+  line("owner.json", file.lstat ? stat_line(*file.lstat, in.now_ns)
+                                : fmt::format("cannot lstat: {}", errno_text(file.lstat_error)));
+  if (file.raw)
+    line("owner bytes", fmt::format("\"{}\"{}", escape_bytes(*file.raw),
+                                    file.raw_truncated ? " (first 4096 bytes)" : ""));
+  if (facts.owner) {
+    fmt::print("checks:\n");
+    for (const AcceptanceCheck& check : acceptance_checks(*facts.owner))
+      if (check.detail.empty()) fmt::print("  {:<8} {}\n", check_outcome_name(check.outcome), check.name);
+      else fmt::print("  {:<8} {:<24} {}\n", check_outcome_name(check.outcome), check.name, printable(check.detail));
+    if (facts.owner->owner)
+      line("owner", fmt::format("pid {}, token {}", pid_text(facts.owner->owner->pid),
+                                printable(facts.owner->owner->token)));
+  }
+  if (facts.process) {
+    const ProcessFacts& process = *facts.process;
+    if (process.info) {
+      line("process", fmt::format("kill: {}; state {}, uid {}, tgid {}, started {}",
+                                  signal_answer(process.signal_errno), process.info->state,
+                                  process.info->uid, process.info->tgid,
+                                  format_time(process.info->start_time_ns, true)));
+      line("command", printable(process.info->command));
+    } else {
+      line("process", fmt::format("kill: {}; no /proc entry", signal_answer(process.signal_errno)));
+    }
+    line("proof", fmt::format("{}: {}", proof_name(verdict.proof), proof_explanation(verdict.proof)));
+  }
+  if (facts.parsed.role == EntryRole::lock) {
+    if (facts.guard)
+      line("guard", fmt::format("{}: {}.reclaim (age {})", guard_state_name(verdict.guard),
+                                printable(facts.path), format_age(in.now_ns - facts.guard->mtime_ns)));
+    else
+      line("guard", "none");
+  }
+  for (const Related& related : in.related)
+    line("related", fmt::format("{} {} {} ({})", printable(related.name), role_name(related.verdict.role),
+                                state_name(related.verdict.state), related.verdict.reason));
+}
+
+void print_json(const Inspection& in, const std::optional<std::string>& error) {
+  JsonWriter json(stdout);
+  json.begin_object();
+  json.key("lock_dir").string(in.area.directory);
+  json.key("area").begin_object();
+  json.key("check").string(in.check.name());
+  json.key("path").string(in.check.path.empty() ? in.area.directory : in.check.path);
+  json.key("message").string(in.check.message());
+  json.end_object();
+  json.key("error").optional_string(error);
+  if (error) {
+    json.end_object();
+    json.finish();
+    return;
+  }
+  json.key("entry");
+  write_entry_json(json, EntryView{in.facts, in.verdict, in.label});
+  json.key("directory_stat");
+  write_stat_json(json, in.facts.stat);
+  json.key("owner_file").begin_object();
+  json.key("lstat");
+  write_stat_json(json, in.owner_file.lstat);
+  json.key("fstat");
+  write_stat_json(json, in.facts.owner ? in.facts.owner->owner_stat : std::nullopt);
+  json.key("raw");
+  if (in.owner_file.raw) json.string(escape_bytes(*in.owner_file.raw));
+  else json.null();
+  json.key("raw_truncated").boolean(in.owner_file.raw_truncated);
+  json.end_object();
+  json.key("checks").begin_array();
+  if (in.facts.owner) {
+    for (const AcceptanceCheck& check : acceptance_checks(*in.facts.owner)) {
+      json.begin_object();
+      json.key("name").string(check.name);
+      json.key("outcome").string(check_outcome_name(check.outcome));
+      json.key("detail").string(check.detail);
+      json.end_object();
+    }
+  }
+  json.end_array();
+  json.key("proof").begin_object();
+  json.key("name").string(proof_name(in.verdict.proof));
+  json.key("certain").boolean(in.verdict.certain);
+  json.key("explanation").string(proof_explanation(in.verdict.proof));
+  json.end_object();
+  json.key("guard");
+  if (in.facts.guard) {
+    json.begin_object();
+    json.key("path").string(in.facts.path + ".reclaim");
+    json.key("state").string(guard_state_name(in.verdict.guard));
+    json.key("age_ms").integer(std::max<std::int64_t>(0, in.now_ns - in.facts.guard->mtime_ns) / 1'000'000);
+    json.end_object();
+  } else {
+    json.null();
+  }
+  json.key("related").begin_array();
+  for (const Related& related : in.related) {
+    json.begin_object();
+    json.key("name").string(related.name);
+    json.key("role").string(role_name(related.verdict.role));
+    json.key("state").string(state_name(related.verdict.state));
+    json.key("reason").string(related.verdict.reason);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+  json.finish();
+}
+
+}  // namespace
+
+int inspect_command(const std::vector<std::string>& args) {
+  InspectOptions o;
+  po::options_description options("Options");
+  options.add_options()
+      ("help,h", "show this help")
+      ("repo", po::value(&o.repo)->value_name("PATH"), "the repository lock of PATH")
+      ("home", po::value(&o.home)->value_name("PATH"), "the global setup lock of home PATH")
+      ("json,J", po::bool_switch(&o.json), "one JSON document")
+      ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
+       "a process started this much after its owner record was written is a reused pid")
+      ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
+       "reclaim guards older than this are left over");
+  add_area_options(options, o.area);
+  po::options_description hidden;
+  hidden.add_options()("lock", po::value(&o.lock));
+  po::positional_options_description positional;
+  positional.add("lock", 1);
+  auto parsed = parse_command_line(command_name, usage_text, args, options, &hidden, &positional);
+  if (!parsed) return parsed.error();
+  auto usage_error = [](std::string_view message) {
+    print_error(command_name, message);
+    return exit_usage;
+  };
+  if (int(!o.lock.empty()) + int(!o.repo.empty()) + int(!o.home.empty()) > 1)
+    return usage_error("give one of LOCK, --repo PATH, --home PATH");
+  auto tolerance = seconds_option("tolerance", o.tolerance);
+  if (!tolerance) return usage_error(tolerance.error());
+  auto guard_age = seconds_option("guard-age", o.guard_age);
+  if (!guard_age) return usage_error(guard_age.error());
+
+  System& system = real_system();
+  Inspection in;
+  in.area = resolve_area(system, o.area);
+  std::string path;
+  if (!o.lock.empty()) {
+    if (o.lock.find('/') != std::string::npos) {
+      path = o.lock;
+      while (path.size() > 1 && path.back() == '/') path.pop_back();
+      const std::string directory = node_dirname(path);
+      if (o.area.lock_dir.empty())
+        in.area = LockArea{directory, directory != default_lock_directory(system)};
+      else if (node_normalize(directory) != node_normalize(in.area.directory))
+        return usage_error(fmt::format("{} is not inside --lock-dir {}", o.lock, in.area.directory));
+    } else {
+      path = entry_path(in.area.directory, o.lock);
+    }
+  } else {
+    const bool home = !o.home.empty();
+    const std::string target = home ? o.home : (o.repo.empty() ? "." : o.repo);
+    auto lock = home ? global_setup_lock_path(system, in.area.directory, target)
+                     : repository_lock_path(system, in.area.directory, target);
+    if (!lock)
+      return usage_error(fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
+                                     target, errno_text(lock.error())));
+    path = *lock;
+  }
+
+  LabelIndex labels;
+  (void)labels.add_repository(system, o.repo.empty() ? "." : o.repo);
+  const std::string home = o.home.empty() ? node_homedir(system) : o.home;
+  if (!home.empty()) (void)labels.add_home(system, home);
+
+  ClassifyPolicy policy;
+  policy.now_ns = system.now_ns();
+  policy.area_uid = system.uid();
+  policy.reuse_tolerance_ns = *tolerance;
+  policy.guard_threshold_ns = *guard_age;
+  if (in.area.explicit_directory) policy.lock_dir_option = in.area.directory;
+  in.now_ns = policy.now_ns;
+
+  in.check = check_lock_area(system, in.area);
+  if (!in.check.safe() && in.check.problem != AreaProblem::missing) {
+    if (o.json) print_json(in, in.check.message());
+    print_error(command_name, in.check.message());
+    return exit_unsafe;
+  }
+
+  ProcessCache processes(system);
+  const std::string name = base_name(path);
+  in.facts = gather_entry(system, in.area.directory, name, policy.area_uid, processes);
+  in.facts.path = path;
+  if (in.facts.parsed.role != EntryRole::unknown) in.label = labels.find(in.facts.parsed.lock_name());
+  in.verdict = classify(in.facts, policy, in.label);
+  if (in.facts.stat) in.owner_file = gather_owner_file(system, path);
+
+  if (in.facts.parsed.role != EntryRole::unknown && in.check.safe()) {
+    const std::string prefix = in.facts.parsed.lock_name();
+    (void)system.list_directory(in.area.directory, [&](const DirEntry& entry) {
+      if (entry.name == name || !entry.name.starts_with(prefix)) return true;
+      EntryFacts other = gather_entry(system, in.area.directory, entry.name, policy.area_uid, processes);
+      if (other.stat && other.parsed.lock_name() == prefix)
+        in.related.push_back(Related{entry.name, classify(other, policy, in.label)});
+      return true;
+    });
+  }
+
+  if (o.json) print_json(in, std::nullopt);
+  else print_human(in);
+  return in.verdict.needs_attention ? exit_attention : exit_ok;
+}
+
+}  // namespace apnea_locks::cli

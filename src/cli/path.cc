@@ -1,0 +1,66 @@
+// apnea-locks path: the lock path Apnea uses for a repository (or a home's global setup).
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/names.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/render.h"
+
+namespace apnea_locks::cli {
+namespace {
+
+constexpr std::string_view command_name = "path";
+constexpr std::string_view usage_text =
+    "Usage: apnea-locks path [--repo PATH | --home PATH] [OPTIONS]\n\n"
+    "Prints the lock path Apnea uses for the repository at PATH (default: the current\n"
+    "directory), or for the global setup lock of home PATH. Exit status: 0, or 2 when PATH\n"
+    "cannot be resolved.";
+
+}  // namespace
+
+int path_command(const std::vector<std::string>& args) {
+  AreaOptions area_options;
+  std::string repo;
+  std::string home;
+  bool json = false;
+  po::options_description options("Options");
+  options.add_options()
+      ("help,h", "show this help")
+      ("repo", po::value(&repo)->value_name("PATH"), "the repository at PATH (default: .)")
+      ("home", po::value(&home)->value_name("PATH"), "the global setup lock of home PATH")
+      ("json,J", po::bool_switch(&json), "print {\"lock_path\": ...}");
+  add_area_options(options, area_options);
+  auto parsed = parse_command_line(command_name, usage_text, args, options);
+  if (!parsed) return parsed.error();
+  if (!repo.empty() && !home.empty()) {
+    print_error(command_name, "give --repo PATH or --home PATH, not both");
+    return exit_usage;
+  }
+
+  System& system = real_system();
+  const LockArea area = resolve_area(system, area_options);
+  const bool global = !home.empty();
+  const std::string target = global ? home : (repo.empty() ? "." : repo);
+  auto lock = global ? global_setup_lock_path(system, area.directory, target)
+                     : repository_lock_path(system, area.directory, target);
+  if (!lock) {
+    print_error(command_name, fmt::format("{}: {}", target, errno_text(lock.error())));
+    return exit_usage;
+  }
+  if (json) {
+    JsonWriter writer(stdout);
+    writer.begin_object();
+    writer.key("lock_path").string(*lock);
+    writer.end_object();
+    writer.finish();
+  } else {
+    fmt::print("{}\n", *lock);
+  }
+  return exit_ok;
+}
+
+}  // namespace apnea_locks::cli

@@ -1,0 +1,132 @@
+// Building lock areas with real directories for tests: locks, candidates, tombstones,
+// guards, with exact modes and mtimes, and pids of processes in known states.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "apnea_locks/names.h"
+
+namespace apnea_locks::testing {
+
+/// The token tests write into owner records.
+inline constexpr std::string_view test_token = "6f0d5d0e-1c2b-4a3d-8e9f-0a1b2c3d4e5f";
+
+/// `{"pid":<pid>,"token":"<token>"}` as Apnea writes it.
+inline std::string owner_json(long long pid, std::string_view token = test_token) {
+  return "{\"pid\":" + std::to_string(pid) + ",\"token\":\"" + std::string(token) + "\"}";
+}
+
+/// The entry name of a lock for a made-up repository `seed`.
+inline std::string fake_lock_name(std::string_view seed, LockKind kind = LockKind::repository) {
+  return lock_name(kind, lock_key(kind, "/fake/" + std::string(seed)));
+}
+
+/// mkdir with exactly `mode` (the umask does not apply).
+inline void make_dir(const std::string& path, mode_t mode = 0700) {
+  if (::mkdir(path.c_str(), 0700) != 0) std::abort();
+  if (::chmod(path.c_str(), mode) != 0) std::abort();
+}
+
+/// Creates a file holding `data` with exactly `mode`.
+inline void write_file(const std::string& path, std::string_view data, mode_t mode = 0600) {
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!out) std::abort();
+  }
+  if (::chmod(path.c_str(), mode) != 0) std::abort();
+}
+
+/// A lock (or candidate, tombstone) directory holding owner.json.
+inline std::string make_entry(const std::string& area, const std::string& name,
+                              std::string_view owner, mode_t dir_mode = 0700,
+                              mode_t file_mode = 0600) {
+  const std::string path = area + "/" + name;
+  make_dir(path, 0700);
+  write_file(path + "/owner.json", owner, file_mode);
+  if (::chmod(path.c_str(), dir_mode) != 0) std::abort();
+  return path;
+}
+
+/// Sets a path's mtime (and atime) to `seconds_ago` before now, without following a symlink.
+inline void age_path(const std::string& path, double seconds_ago) {
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const auto ns = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec -
+                  static_cast<std::int64_t>(seconds_ago * 1e9);
+  struct timespec times[2];
+  times[0].tv_sec = times[1].tv_sec = ns / 1'000'000'000;
+  times[0].tv_nsec = times[1].tv_nsec = ns % 1'000'000'000;
+  if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) std::abort();
+}
+
+/// The pid of a child that has exited and been reaped: no process has it (until reused).
+inline pid_t dead_pid() {
+  pid_t child = ::fork();
+  if (child < 0) std::abort();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+/// A child that has exited but is not reaped yet (a zombie) until reap() is called.
+class Zombie {
+ public:
+  Zombie() {
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) ::_exit(0);
+    // Wait (without reaping) until the child has exited: waitid with WNOWAIT.
+    siginfo_t info{};
+    ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT);
+  }
+  ~Zombie() { reap(); }
+  Zombie(const Zombie&) = delete;
+  Zombie& operator=(const Zombie&) = delete;
+  pid_t pid() const { return pid_; }
+  void reap() {
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+/// One path's observable state: type, mode, uid, size, mtime, inode.
+using PathState = std::tuple<int, unsigned, unsigned, long long, long long, unsigned long long>;
+
+/// Every path under `root` with its state (lstat, links not followed).
+inline std::map<std::string, PathState> snapshot(const std::string& root) {
+  std::map<std::string, PathState> out;
+  auto record = [&](const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return;
+    out[path] = PathState{static_cast<int>(st.st_mode & S_IFMT), st.st_mode & 07777, st.st_uid,
+                          static_cast<long long>(st.st_size),
+                          static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+                          static_cast<unsigned long long>(st.st_ino)};
+  };
+  record(root);
+  std::error_code error;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           root, std::filesystem::directory_options::skip_permission_denied, error);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(error))
+    record(it->path().string());
+  return out;
+}
+
+}  // namespace apnea_locks::testing

@@ -1,0 +1,359 @@
+// classify(): every state and reason from hand-made facts, no files at all.
+#include "apnea_locks/classify.h"
+
+#include <doctest/doctest.h>
+
+#include <cerrno>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace apnea_locks;
+
+namespace {
+
+constexpr std::int64_t s = 1'000'000'000;
+constexpr std::int64_t now = 1'700'000'000 * s;
+constexpr std::int64_t boot = now - 10'000 * s;
+constexpr std::uint32_t uid = 1000;
+const std::string key(64, 'a');
+const std::string dir = "/tmp/apnea-1000/operation-locks";
+
+FileStat dir_stat(std::int64_t age_ns) {
+  FileStat st;
+  st.type = FileType::directory;
+  st.mode = 0700;
+  st.uid = uid;
+  st.mtime_ns = now - age_ns;
+  st.ino = 42;
+  return st;
+}
+
+OwnerRead accepted(double pid, std::int64_t written_ns, std::int64_t lock_age_ns) {
+  OwnerRead read;
+  read.lock_stat = dir_stat(lock_age_ns);
+  FileStat owner;
+  owner.type = FileType::regular;
+  owner.mode = 0600;
+  owner.uid = uid;
+  owner.size = 60;
+  owner.mtime_ns = written_ns;
+  read.owner_stat = owner;
+  read.owner = Owner{pid, "3f1c6a3e-0d7b-4b7e-9a51-5f0c2b1e9d10"};
+  return read;
+}
+
+OwnerRead rejected(OwnerCheck check, std::int64_t lock_age_ns, std::uint32_t mode = 0) {
+  OwnerRead read;
+  if (check != OwnerCheck::lock_missing) read.lock_stat = dir_stat(lock_age_ns);
+  OwnerRejection rejection;
+  rejection.check = check;
+  rejection.mode = mode;
+  read.owner = std::unexpected(rejection);
+  return read;
+}
+
+ProcessInfo info(char state, std::int64_t tgid, std::uint32_t owner_uid, std::int64_t start_ns) {
+  ProcessInfo process;
+  process.state = state;
+  process.tgid = tgid;
+  process.uid = owner_uid;
+  process.start_time_ns = start_ns;
+  process.command = "node apnea";
+  return process;
+}
+
+ProcessFacts process(double pid, int signal_errno, std::optional<ProcessInfo> process_info) {
+  ProcessFacts facts;
+  facts.pid = pid;
+  facts.signal_errno = signal_errno;
+  facts.info = std::move(process_info);
+  facts.pid_max = 4194304;
+  facts.boot_time_ns = boot;
+  return facts;
+}
+
+/// A running process written 100 s ago that started 200 s ago: alive, no proof.
+ProcessFacts alive(double pid) { return process(pid, 0, info('S', std::int64_t(pid), uid, now - 200 * s)); }
+
+std::string entry_name(EntryRole role, LockKind kind = LockKind::repository) {
+  std::string name = lock_name(kind, key);
+  switch (role) {
+    case EntryRole::candidate: return name + ".candidate.3f1c6a3e-0d7b-4b7e-9a51-5f0c2b1e9d10";
+    case EntryRole::tombstone: return name + ".tombstone.9a0f6a3e-0d7b-4b7e-9a51-5f0c2b1e9d10";
+    case EntryRole::reclaim_guard: return name + ".reclaim";
+    case EntryRole::unknown: return "notes.txt";
+    case EntryRole::lock: break;
+  }
+  return name;
+}
+
+EntryFacts facts_for(EntryRole role, std::optional<OwnerRead> read, std::optional<ProcessFacts> proc,
+                     std::optional<std::int64_t> entry_age_ns = std::nullopt,
+                     LockKind kind = LockKind::repository) {
+  EntryFacts facts;
+  facts.name = entry_name(role, kind);
+  facts.path = dir + "/" + facts.name;
+  facts.parsed = parse_entry_name(facts.name);
+  if (read) facts.stat = read->lock_stat;
+  else if (entry_age_ns) facts.stat = dir_stat(*entry_age_ns);
+  facts.owner = std::move(read);
+  facts.process = std::move(proc);
+  return facts;
+}
+
+ClassifyPolicy policy() {
+  ClassifyPolicy p;
+  p.now_ns = now;
+  p.area_uid = uid;
+  return p;
+}
+
+struct Case {
+  const char* title;
+  EntryFacts facts;
+  EntryState state;
+  std::optional<ApneaVerdict> apnea;
+  std::string reason;
+  bool certain = false;
+  bool self_heals = false;
+  bool attention = false;
+  bool force = false;
+};
+
+std::vector<Case> lock_cases() {
+  const std::int64_t old = 600 * s;    // past Apnea's 60 s grace
+  const std::int64_t young = 10 * s;   // inside it
+  return {
+      {"live owner", facts_for(EntryRole::lock, accepted(100, now - 100 * s, old), alive(100)),
+       EntryState::live, ApneaVerdict::live, "pid-alive"},
+      {"EPERM without /proc is live for both",
+       facts_for(EntryRole::lock, accepted(100, now - 100 * s, old), process(100, EPERM, std::nullopt)),
+       EntryState::live, ApneaVerdict::live, "pid-eperm"},
+      {"dead owner, old repository lock: Apnea reclaims it",
+       facts_for(EntryRole::lock, accepted(100, now - 600 * s, old), process(100, ESRCH, std::nullopt)),
+       EntryState::stale, ApneaVerdict::stale, "pid-dead", true, true, false, false},
+      {"dead owner inside the grace",
+       facts_for(EntryRole::lock, accepted(100, now - 10 * s, young), process(100, ESRCH, std::nullopt)),
+       EntryState::stale, ApneaVerdict::stale, "pid-dead", true, false, true, false},
+      {"dead owner of the global setup lock: never reclaimed by Apnea",
+       facts_for(EntryRole::lock, accepted(100, now - 600 * s, old), process(100, ESRCH, std::nullopt),
+                 std::nullopt, LockKind::global_setup),
+       EntryState::stale, ApneaVerdict::stale, "pid-dead", true, false, true, false},
+      {"pid above pid_max",
+       facts_for(EntryRole::lock, accepted(5'000'000, now - 600 * s, old), process(5'000'000, ESRCH, std::nullopt)),
+       EntryState::stale, ApneaVerdict::stale, "pid-out-of-range", true, true, false, false},
+      {"pid beyond 2^31: Apnea cannot signal it and calls it live",
+       facts_for(EntryRole::lock, accepted(1e20, now - 600 * s, old), process(1e20, -1, std::nullopt)),
+       EntryState::stale, ApneaVerdict::live, "pid-out-of-range", true, false, true, false},
+      {"zombie", facts_for(EntryRole::lock, accepted(100, now - 100 * s, old),
+                           process(100, 0, info('Z', 100, uid, now - 200 * s))),
+       EntryState::stale, ApneaVerdict::live, "zombie", true, false, true, false},
+      {"pid of another account", facts_for(EntryRole::lock, accepted(100, now - 100 * s, old),
+                                           process(100, 0, info('S', 100, uid + 1, now - 200 * s))),
+       EntryState::stale, ApneaVerdict::live, "pid-other-uid", true, false, true, false},
+      {"pid now names a thread", facts_for(EntryRole::lock, accepted(100, now - 100 * s, old),
+                                           process(100, 0, info('S', 99, uid, now - 200 * s))),
+       EntryState::stale, ApneaVerdict::live, "pid-is-thread", true, false, true, false},
+      {"pid reused: started after the record was written",
+       facts_for(EntryRole::lock, accepted(100, now - 100 * s, old),
+                 process(100, 0, info('S', 100, uid, now - 50 * s))),
+       EntryState::stale, ApneaVerdict::live, "pid-reused", false, false, true, true},
+      {"start within the tolerance is not reuse",
+       facts_for(EntryRole::lock, accepted(100, now - 100 * s, old),
+                 process(100, 0, info('S', 100, uid, now - 99 * s))),
+       EntryState::live, ApneaVerdict::live, "pid-alive"},
+      {"written before the last boot",
+       facts_for(EntryRole::lock, accepted(100, boot - 1 * s, old),
+                 process(100, 0, info('S', 100, uid, boot))),
+       EntryState::stale, ApneaVerdict::live, "predates-boot", false, false, true, true},
+      {"owner.json mode 0644", facts_for(EntryRole::lock, rejected(OwnerCheck::owner_open_mode, old, 0644), std::nullopt),
+       EntryState::malformed, ApneaVerdict::malformed, "owner-mode-0644", false, false, true, true},
+      {"owner.json symlink", facts_for(EntryRole::lock, rejected(OwnerCheck::owner_symlink, old), std::nullopt),
+       EntryState::malformed, ApneaVerdict::malformed, "owner-symlink", false, false, true, true},
+      {"owner.json too large", facts_for(EntryRole::lock, rejected(OwnerCheck::owner_too_large, old), std::nullopt),
+       EntryState::malformed, ApneaVerdict::malformed, "owner-too-large", false, false, true, true},
+      {"json syntax", facts_for(EntryRole::lock, rejected(OwnerCheck::json_syntax, old), std::nullopt),
+       EntryState::malformed, ApneaVerdict::malformed, "json-syntax", false, false, true, true},
+      {"pid not a positive integer",
+       facts_for(EntryRole::lock, rejected(OwnerCheck::pid_not_positive_integer, old), std::nullopt),
+       EntryState::malformed, ApneaVerdict::malformed, "pid-not-positive-integer", false, false, true, true},
+      {"token missing", facts_for(EntryRole::lock, rejected(OwnerCheck::token_missing, old), std::nullopt),
+       EntryState::malformed, ApneaVerdict::malformed, "token-missing", false, false, true, true},
+      {"lock directory mode 0755",
+       facts_for(EntryRole::lock, rejected(OwnerCheck::lock_open_mode, old, 0755), std::nullopt),
+       EntryState::malformed, ApneaVerdict::malformed, "lock-mode-0755", false, false, true, true},
+      {"lock gone", facts_for(EntryRole::lock, rejected(OwnerCheck::lock_missing, old), std::nullopt),
+       EntryState::free, ApneaVerdict::free, "absent"},
+  };
+}
+
+std::vector<Case> other_cases() {
+  const std::int64_t old = 600 * s;
+  const std::int64_t young = 1 * s;
+  return {
+      {"candidate of a running writer",
+       facts_for(EntryRole::candidate, accepted(100, now - 1 * s, young), alive(100)),
+       EntryState::in_flight, std::nullopt, "pid-alive"},
+      {"candidate of a dead writer",
+       facts_for(EntryRole::candidate, accepted(100, now - 600 * s, old), process(100, ESRCH, std::nullopt)),
+       EntryState::debris, std::nullopt, "pid-dead", true, false, true, true},
+      {"tombstone of a dead releaser",
+       facts_for(EntryRole::tombstone, accepted(100, now - 600 * s, old), process(100, ESRCH, std::nullopt)),
+       EntryState::debris, std::nullopt, "pid-dead", true, false, true, true},
+      {"tombstone whose pid was reused",
+       facts_for(EntryRole::tombstone, accepted(100, now - 600 * s, old),
+                 process(100, 0, info('S', 100, uid, now - 5 * s))),
+       EntryState::debris, std::nullopt, "pid-reused", false, false, true, true},
+      {"candidate being written (no owner.json yet)",
+       facts_for(EntryRole::candidate, rejected(OwnerCheck::owner_missing, young), std::nullopt),
+       EntryState::in_flight, std::nullopt, "owner-missing"},
+      {"old candidate without owner.json",
+       facts_for(EntryRole::candidate, rejected(OwnerCheck::owner_empty, old), std::nullopt),
+       EntryState::debris, std::nullopt, "owner-empty", false, false, true, true},
+      {"tombstone being removed", facts_for(EntryRole::tombstone, rejected(OwnerCheck::owner_missing, young), std::nullopt),
+       EntryState::in_flight, std::nullopt, "owner-missing"},
+      {"recent reclaim guard", facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, young),
+       EntryState::in_flight, std::nullopt, "guard-recent"},
+      {"abandoned reclaim guard", facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, old),
+       EntryState::leftover, std::nullopt, "guard-abandoned", false, false, true, true},
+      {"unknown entry", facts_for(EntryRole::unknown, std::nullopt, std::nullopt, old),
+       EntryState::unknown, std::nullopt, "unrecognised-name"},
+  };
+}
+
+void check_case(const Case& c) {
+  CAPTURE(c.title);
+  const Verdict v = classify(c.facts, policy(), nullptr);
+  CHECK(v.role == c.facts.parsed.role);
+  CHECK(state_name(v.state) == state_name(c.state));
+  CHECK(v.apnea_verdict.has_value() == c.apnea.has_value());
+  if (v.apnea_verdict && c.apnea) CHECK(apnea_verdict_name(*v.apnea_verdict) == apnea_verdict_name(*c.apnea));
+  CHECK(v.reason == c.reason);
+  CHECK(v.certain == c.certain);
+  CHECK(v.apnea_self_heals == c.self_heals);
+  CHECK(v.needs_attention == c.attention);
+  CHECK(v.force_required == c.force);
+  // A fix is offered exactly for what reclaim can act on: dead, malformed, debris, guards.
+  const bool actionable = v.state == EntryState::stale || v.state == EntryState::malformed ||
+                          v.state == EntryState::debris || v.state == EntryState::leftover;
+  CHECK(v.fix.empty() == !actionable);
+  if (!v.fix.empty()) {
+    CHECK(v.fix.starts_with("apnea-locks reclaim "));
+    CHECK((v.fix.find(" --force ") != std::string::npos) == c.force);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("locks: both verdicts, reason, self-healing, attention and force") {
+  for (const Case& c : lock_cases()) check_case(c);
+}
+
+TEST_CASE("candidates, tombstones, reclaim guards and unknown entries") {
+  for (const Case& c : other_cases()) check_case(c);
+}
+
+TEST_CASE("apnea_verdict is live unless kill gave ESRCH, and malformed on any rejection") {
+  for (const Case& c : lock_cases()) {
+    CAPTURE(c.title);
+    const Verdict v = classify(c.facts, policy(), nullptr);
+    REQUIRE(v.apnea_verdict);
+    const auto& read = *c.facts.owner;
+    if (!read.owner) {
+      CHECK((*v.apnea_verdict == ApneaVerdict::malformed || *v.apnea_verdict == ApneaVerdict::free));
+    } else {
+      CHECK((*v.apnea_verdict == ApneaVerdict::live) == apnea_alive(*c.facts.process));
+    }
+  }
+}
+
+TEST_CASE("the fix command names the repository or home when known, else the path") {
+  EntryFacts stale_repo = facts_for(EntryRole::lock, accepted(100, now - 10 * s, 10 * s),
+                                    process(100, ESRCH, std::nullopt));
+  EntryLabel repo{LockKind::repository, "/home/ann/my repo"};
+  CHECK(classify(stale_repo, policy(), &repo).fix == "apnea-locks reclaim --repo '/home/ann/my repo'");
+  CHECK(classify(stale_repo, policy(), nullptr).fix == "apnea-locks reclaim " + stale_repo.path);
+
+  EntryFacts stale_global = facts_for(EntryRole::lock, accepted(100, now - 10 * s, 10 * s),
+                                      process(100, ESRCH, std::nullopt), std::nullopt,
+                                      LockKind::global_setup);
+  EntryLabel home{LockKind::global_setup, "/home/ann"};
+  CHECK(classify(stale_global, policy(), &home).fix == "apnea-locks reclaim --home /home/ann");
+
+  ClassifyPolicy explicit_dir = policy();
+  explicit_dir.lock_dir_option = "/var/tmp/locks";
+  EntryFacts malformed = facts_for(EntryRole::lock, rejected(OwnerCheck::json_syntax, 0), std::nullopt);
+  CHECK(classify(malformed, explicit_dir, &repo).fix ==
+        "apnea-locks reclaim --force --lock-dir /var/tmp/locks --repo '/home/ann/my repo'");
+
+  // Debris and guards are named by their own path, even when the repository is known.
+  EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 600 * s);
+  CHECK(classify(guard, policy(), &repo).fix == "apnea-locks reclaim --force " + guard.path);
+  EntryFacts live = facts_for(EntryRole::lock, accepted(100, now - 100 * s, 600 * s), alive(100));
+  CHECK(classify(live, policy(), &repo).fix.empty());
+}
+
+TEST_CASE("a reclaim guard changes a stale lock's verdict") {
+  EntryFacts lock = facts_for(EntryRole::lock, accepted(100, now - 600 * s, 600 * s),
+                              process(100, ESRCH, std::nullopt));
+  REQUIRE(classify(lock, policy(), nullptr).apnea_self_heals);
+
+  lock.guard = dir_stat(600 * s);  // left behind by a crashed reclaimer: blocks Apnea
+  Verdict blocked = classify(lock, policy(), nullptr);
+  CHECK(blocked.guard == GuardState::leftover);
+  CHECK_FALSE(blocked.apnea_self_heals);
+  CHECK(blocked.needs_attention);
+  CHECK(blocked.force_required);
+
+  lock.guard = dir_stat(1 * s);  // someone is reclaiming it right now
+  Verdict reclaiming = classify(lock, policy(), nullptr);
+  CHECK(reclaiming.guard == GuardState::in_flight);
+  CHECK_FALSE(reclaiming.apnea_self_heals);
+  CHECK_FALSE(reclaiming.needs_attention);
+  CHECK(reclaiming.state == EntryState::stale);
+}
+
+TEST_CASE("tolerance and guard threshold are policy") {
+  EntryFacts lock = facts_for(EntryRole::lock, accepted(100, now - 100 * s, 600 * s),
+                              process(100, 0, info('S', 100, uid, now - 95 * s)));
+  CHECK(classify(lock, policy(), nullptr).reason == "pid-reused");
+  ClassifyPolicy lenient = policy();
+  lenient.reuse_tolerance_ns = 10 * s;
+  CHECK(classify(lock, lenient, nullptr).reason == "pid-alive");
+
+  EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 30 * s);
+  CHECK(classify(guard, policy(), nullptr).state == EntryState::in_flight);
+  ClassifyPolicy strict = policy();
+  strict.guard_threshold_ns = 20 * s;
+  CHECK(classify(guard, strict, nullptr).state == EntryState::leftover);
+}
+
+TEST_CASE("a lock that kept changing during the scan is in flight, Apnea's 'raced'") {
+  EntryFacts lock = facts_for(EntryRole::lock, rejected(OwnerCheck::owner_missing, 0), std::nullopt);
+  lock.kept_changing = true;
+  Verdict v = classify(lock, policy(), nullptr);
+  CHECK(v.state == EntryState::in_flight);
+  CHECK(v.apnea_verdict == ApneaVerdict::raced);
+  CHECK(v.reason == "changed-during-scan");
+  CHECK_FALSE(v.needs_attention);
+}
+
+TEST_CASE("ages are never negative, and states round-trip by name") {
+  EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, -50 * s);
+  Verdict v = classify(guard, policy(), nullptr);
+  REQUIRE(v.age_ns);
+  CHECK(*v.age_ns == 0);
+  for (auto state : {EntryState::live, EntryState::stale, EntryState::malformed, EntryState::free,
+                     EntryState::in_flight, EntryState::debris, EntryState::leftover,
+                     EntryState::unknown})
+    CHECK(parse_state(state_name(state)) == state);
+  CHECK_FALSE(parse_state("dead"));
+}
+
+TEST_CASE("shell_word quotes only what needs it") {
+  CHECK(shell_word("/tmp/a-b_c.lock") == "/tmp/a-b_c.lock");
+  CHECK(shell_word("/tmp/a b") == "'/tmp/a b'");
+  CHECK(shell_word("it's") == "'it'\\''s'");
+  CHECK(shell_word("") == "''");
+}

@@ -1,0 +1,637 @@
+// The built `apnea-locks status`, `inspect` and `path` against real lock areas: every state
+// and reason built as real directories, checked in the table, the JSON and the exit status.
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <doctest/doctest.h>
+
+#include <cerrno>
+#include <fstream>
+#include <future>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apnea_locks/classify.h"
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/names.h"
+#include "area_builder.h"
+#include "process_util.h"
+#include "staged_system.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::testing;
+namespace json = boost::json;
+
+namespace {
+
+/// A value as raw output escapes it (space and backslash as \xNN).
+std::string raw_escaped(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == ' ') out += "\\x20";
+    else if (c == '\\') out += "\\x5c";
+    else out += c;
+  }
+  return out;
+}
+
+std::string bin() { return test_env("APNEA_LOCKS_BIN"); }
+
+CommandResult tool(std::vector<std::string> args, const std::string& env_prefix = "") {
+  args.insert(args.begin(), bin());
+  return run_command(args, env_prefix);
+}
+
+/// Runs with standard error folded into the captured output.
+CommandResult tool_with_stderr(std::vector<std::string> args, const std::string& env_prefix = "") {
+  return tool(std::move(args), "exec 2>&1; " + env_prefix);
+}
+
+CommandResult status(const std::string& area, std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"status", "--lock-dir", area};
+  args.insert(args.end(), more.begin(), more.end());
+  return tool(args);
+}
+
+json::object status_json(const std::string& area, std::vector<std::string> more = {}) {
+  more.push_back("--json");
+  CommandResult result = status(area, more);
+  json::error_code error;
+  json::value doc = json::parse(result.out, error);
+  REQUIRE_MESSAGE(!error, result.out);
+  return doc.as_object();
+}
+
+std::map<std::string, json::object> entries_by_name(const json::object& doc) {
+  std::map<std::string, json::object> out;
+  for (const auto& entry : doc.at("entries").as_array()) {
+    const auto& object = entry.as_object();
+    out[std::string(object.at("name").as_string())] = object;
+  }
+  return out;
+}
+
+std::string text(const json::value& value) {
+  if (value.is_null()) return "null";
+  if (value.is_string()) return std::string(value.as_string());
+  return json::serialize(value);
+}
+
+std::int64_t boot_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string word;
+  while (in >> word)
+    if (word == "btime") {
+      std::int64_t value = 0;
+      in >> value;
+      return value;
+    }
+  return 0;
+}
+
+std::int64_t pid_max() {
+  std::ifstream in("/proc/sys/kernel/pid_max");
+  std::int64_t value = 0;
+  in >> value;
+  return value;
+}
+
+/// A child process blocked until destroyed; optionally running as another uid.
+class Sleeper {
+ public:
+  explicit Sleeper(std::optional<uid_t> as_uid = std::nullopt) {
+    int ready[2];
+    int hold[2];
+    if (::pipe(ready) != 0 || ::pipe(hold) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      ::close(hold[1]);
+      if (as_uid && ::setuid(*as_uid) != 0) ::_exit(1);
+      char byte = 1;
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+      while (::read(hold[0], &byte, 1) > 0) {
+      }
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(hold[0]);
+    hold_ = hold[1];
+    char byte = 0;
+    ok_ = ::read(ready[0], &byte, 1) == 1;  // the child is set up (and setuid done)
+    ::close(ready[0]);
+  }
+  ~Sleeper() {
+    ::close(hold_);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  pid_t pid() const { return pid_; }
+  bool ok() const { return ok_; }
+
+ private:
+  pid_t pid_ = -1;
+  int hold_ = -1;
+  bool ok_ = false;
+};
+
+/// A thread of this process that waits until destroyed; its tid is not a process leader.
+class WaitingThread {
+ public:
+  WaitingThread() {
+    std::promise<pid_t> tid;
+    auto got = tid.get_future();
+    thread_ = std::thread([this, &tid] {
+      tid.set_value(static_cast<pid_t>(::syscall(SYS_gettid)));
+      release_.get_future().wait();
+    });
+    tid_ = got.get();
+  }
+  ~WaitingThread() {
+    release_.set_value();
+    thread_.join();
+  }
+  WaitingThread(const WaitingThread&) = delete;
+  WaitingThread& operator=(const WaitingThread&) = delete;
+  pid_t tid() const { return tid_; }
+
+ private:
+  std::promise<void> release_;
+  std::thread thread_;
+  pid_t tid_ = 0;
+};
+
+/// What one entry of the zoo must show.
+struct Expect {
+  std::string name;
+  std::string state;
+  std::string reason;
+  std::string apnea;  ///< "null" for entries that are not locks
+  bool attention;
+  bool self_heals = false;
+  std::string fix_prefix;  ///< "" for no fix
+};
+
+/// An area holding one entry for every state and reason status can show with real processes.
+struct Zoo {
+  TempDir root;
+  std::string area = root / "locks";
+  std::vector<Expect> expect;
+  Zombie zombie;
+  Sleeper fresh;                 // started now: reuse of a pid written earlier
+  std::optional<Sleeper> other;  // another uid (root only)
+  WaitingThread thread;
+
+  std::string lock(const std::string& seed, std::string_view owner, mode_t dir_mode = 0700,
+                   mode_t file_mode = 0600, LockKind kind = LockKind::repository) {
+    const std::string name = fake_lock_name(seed, kind);
+    make_entry(area, name, owner, dir_mode, file_mode);
+    return name;
+  }
+
+  Zoo() {
+    make_dir(area);
+    const std::string reclaim = "apnea-locks reclaim --lock-dir " + area + " ";
+    const std::string force = "apnea-locks reclaim --force --lock-dir " + area + " ";
+    const long long me = ::getpid();
+    const long long dead = dead_pid();
+
+    expect.push_back({lock("live", owner_json(me)), "live", "pid-alive", "live", false, false, ""});
+    expect.push_back({lock("dead", owner_json(dead)), "stale", "pid-dead", "stale", true, false, reclaim});
+    const std::string healing = lock("healing", owner_json(dead));
+    age_path(area + "/" + healing, 120);
+    expect.push_back({healing, "stale", "pid-dead", "stale", false, true, reclaim});
+    const std::string global = lock("global", owner_json(dead), 0700, 0600, LockKind::global_setup);
+    age_path(area + "/" + global, 120);  // Apnea never reclaims a global setup lock
+    expect.push_back({global, "stale", "pid-dead", "stale", true, false, reclaim});
+    expect.push_back({lock("huge", owner_json(2147483648LL)), "stale", "pid-out-of-range", "live", true, false, reclaim});
+    expect.push_back({lock("max", owner_json(pid_max() + 1)), "stale", "pid-out-of-range", "stale", true, false, reclaim});
+    expect.push_back({lock("zombie", owner_json(zombie.pid())), "stale", "zombie", "live", true, false, reclaim});
+    expect.push_back({lock("thread", owner_json(thread.tid())), "stale", "pid-is-thread", "live", true, false, reclaim});
+
+    const std::int64_t now = static_cast<std::int64_t>(::time(nullptr));
+    const std::int64_t since_boot = now - boot_seconds();
+    if (since_boot > 10) {
+      const std::string reused = lock("reused", owner_json(fresh.pid()));
+      age_path(area + "/" + reused + "/owner.json", static_cast<double>(std::min<std::int64_t>(60, since_boot / 2)));
+      expect.push_back({reused, "stale", "pid-reused", "live", true, false, force});
+    } else {
+      MESSAGE("booted less than 10 s ago: no pid-reused case");
+    }
+    if (::getuid() == 0) {
+      other.emplace(65534);
+      REQUIRE(other->ok());
+      expect.push_back({lock("other", owner_json(other->pid())), "stale", "pid-other-uid", "live", true, false, reclaim});
+    } else {
+      MESSAGE("not root: no pid-other-uid case");
+    }
+
+    // Malformed: every kind of rejected owner record.
+    auto malformed = [&](const std::string& name, const std::string& reason) {
+      expect.push_back({name, "malformed", reason, "malformed", true, false, force});
+    };
+    malformed(lock("mode", owner_json(me), 0700, 0644), "owner-mode-0644");
+    malformed(lock("dirmode", owner_json(me), 0755), "lock-mode-0755");
+    malformed(lock("syntax", "{\"pid\":1,"), "json-syntax");
+    malformed(lock("notoken", "{\"pid\":1}"), "token-missing");
+    malformed(lock("badpid", "{\"pid\":-1,\"token\":\"t\"}"), "pid-not-positive-integer");
+    malformed(lock("toolarge", std::string(5000, ' ') + owner_json(me)), "owner-too-large");
+    malformed(lock("empty", ""), "owner-empty");
+    {
+      const std::string name = fake_lock_name("symlinked-owner");
+      make_dir(area + "/" + name);
+      write_file(root / "real-owner.json", owner_json(me));
+      REQUIRE(::symlink((root / "real-owner.json").c_str(), (area + "/" + name + "/owner.json").c_str()) == 0);
+      malformed(name, "owner-symlink");
+    }
+    {
+      const std::string name = fake_lock_name("fifo");
+      make_dir(area + "/" + name);
+      REQUIRE(::mkfifo((area + "/" + name + "/owner.json").c_str(), 0600) == 0);
+      malformed(name, "owner-fifo");
+    }
+    {
+      const std::string name = fake_lock_name("nofile");
+      make_dir(area + "/" + name);
+      malformed(name, "owner-missing");
+    }
+    {
+      const std::string name = fake_lock_name("symlinked-lock");
+      make_dir(root / "elsewhere");
+      write_file(root / "elsewhere/owner.json", owner_json(me));
+      REQUIRE(::symlink((root / "elsewhere").c_str(), (area + "/" + name).c_str()) == 0);
+      malformed(name, "lock-symlink");
+    }
+
+    // Candidates and tombstones: in flight while their writer runs, else debris.
+    const std::string base = fake_lock_name("transient");
+    make_entry(area, base + ".candidate.live", owner_json(me));
+    expect.push_back({base + ".candidate.live", "in-flight", "pid-alive", "null", false, false, ""});
+    make_entry(area, base + ".candidate.dead", owner_json(dead));
+    expect.push_back({base + ".candidate.dead", "debris", "pid-dead", "null", true, false, force});
+    make_entry(area, base + ".tombstone.dead", owner_json(dead));
+    expect.push_back({base + ".tombstone.dead", "debris", "pid-dead", "null", true, false, force});
+    make_dir(area + "/" + base + ".tombstone.emptied");
+    age_path(area + "/" + base + ".tombstone.emptied", 600);
+    expect.push_back({base + ".tombstone.emptied", "debris", "owner-missing", "null", true, false, force});
+
+    // Reclaim guards: recent ones are in flight, old ones are left over.
+    make_dir(area + "/" + fake_lock_name("guarded") + ".reclaim");
+    expect.push_back({fake_lock_name("guarded") + ".reclaim", "in-flight", "guard-recent", "null", false, false, ""});
+    make_dir(area + "/" + fake_lock_name("abandoned") + ".reclaim");
+    age_path(area + "/" + fake_lock_name("abandoned") + ".reclaim", 120);
+    expect.push_back({fake_lock_name("abandoned") + ".reclaim", "leftover", "guard-abandoned", "null", true, false, force});
+
+    write_file(area + "/notes.txt", "hello");
+    expect.push_back({"notes.txt", "unknown", "unrecognised-name", "null", false, false, ""});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("status: every state and reason, in JSON") {
+  Zoo zoo;
+  const json::object doc = status_json(zoo.area);
+  CHECK(text(doc.at("lock_dir")) == zoo.area);
+  CHECK(text(doc.at("area").at("check")) == "ok");
+  CHECK(doc.at("error").is_null());
+  const auto entries = entries_by_name(doc);
+  CHECK(entries.size() == zoo.expect.size());
+  for (const Expect& e : zoo.expect) {
+    CAPTURE(e.name);
+    REQUIRE(entries.count(e.name) == 1);
+    const json::object& entry = entries.at(e.name);
+    CHECK(text(entry.at("state")) == e.state);
+    CHECK(text(entry.at("reason")) == e.reason);
+    CHECK(text(entry.at("apnea_verdict")) == e.apnea);
+    CHECK(entry.at("needs_attention").as_bool() == e.attention);
+    CHECK(entry.at("apnea_self_heals").as_bool() == e.self_heals);
+    CHECK(text(entry.at("path")) == zoo.area + "/" + e.name);
+    if (e.fix_prefix.empty()) {
+      CHECK(entry.at("fix").is_null());
+    } else {
+      CHECK(text(entry.at("fix")) == e.fix_prefix + shell_word(zoo.area + "/" + e.name));
+    }
+  }
+  const auto& summary = doc.at("summary").as_object();
+  std::int64_t attention = 0;
+  for (const auto& e : zoo.expect) attention += e.attention ? 1 : 0;
+  CHECK(summary.at("entries").as_int64() == static_cast<std::int64_t>(zoo.expect.size()));
+  CHECK(summary.at("scanned").as_int64() == static_cast<std::int64_t>(zoo.expect.size()));
+  CHECK(summary.at("needs_attention").as_int64() == attention);
+  CHECK(summary.at("states").at("malformed").as_int64() == 11);
+  CHECK(summary.at("roles").at("reclaim-guard").as_int64() == 2);
+
+  // Live owners show their process.
+  const json::object& live = entries.at(zoo.expect.front().name);
+  CHECK(live.at("pid").as_int64() == ::getpid());
+  CHECK(text(live.at("token")) == test_token);
+  CHECK(text(live.at("process").at("signal")) == "ok");
+  CHECK(live.at("process").at("exists").as_bool());
+  CHECK(text(live.at("process").at("command")).find("status_cli_test") != std::string::npos);
+  CHECK(text(live.at("kind")) == "repository");
+  CHECK(text(live.at("guard")) == "none");
+}
+
+TEST_CASE("status: the table puts what needs attention first and the exit status says so") {
+  Zoo zoo;
+  CommandResult result = status(zoo.area);
+  CHECK(result.status == 1);
+  std::istringstream lines(result.out);
+  std::string header;
+  std::getline(lines, header);
+  CHECK(header.starts_with("KIND"));
+  for (const char* column : {"KEY", "ROLE", "STATE", "REASON", "APNEA", "PID", "TOKEN", "AGE", "COMMAND",
+                             "STARTED", "LABEL", "FIX"})
+    CHECK(header.find(column) != std::string::npos);
+  CHECK(result.out.find("\x1b[") == std::string::npos);  // not a terminal: no colour
+
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  REQUIRE(rows.size() == zoo.expect.size());
+  bool calm = false;
+  for (const std::string& row : rows) {
+    // Find the entry of this row by its short key and role, and check its state and reason.
+    const Expect* match = nullptr;
+    for (const Expect& e : zoo.expect) {
+      const EntryName parsed = parse_entry_name(e.name);
+      const std::string key = parsed.key.substr(0, 12);
+      if (parsed.role == EntryRole::unknown ? row.starts_with("-") && row.find("unknown") != std::string::npos
+                                            : row.find(" " + key + " ") != std::string::npos &&
+                                                  row.find(" " + std::string(role_name(parsed.role)) + " ") != std::string::npos &&
+                                                  row.find(" " + e.reason + " ") != std::string::npos)
+        match = &e;
+    }
+    REQUIRE_MESSAGE(match != nullptr, row);
+    CHECK(row.find(" " + match->state + " ") != std::string::npos);
+    if (!match->attention) calm = true;
+    else CHECK_MESSAGE(!calm, "attention row after a calm one: " << row);
+  }
+}
+
+TEST_CASE("status: a clean area exits 0, a missing one lists nothing") {
+  TempDir root;
+  const std::string area = root / "locks";
+  CommandResult missing = status(area, {"--json"});
+  CHECK(missing.status == 0);
+  json::object doc = json::parse(missing.out).as_object();
+  CHECK(text(doc.at("area").at("check")) == "missing");
+  CHECK(doc.at("entries").as_array().empty());
+
+  make_dir(area);
+  make_entry(area, fake_lock_name("mine"), owner_json(::getpid()));
+  make_entry(area, fake_lock_name("mine") + ".candidate.x", owner_json(::getpid()));
+  CommandResult clean = status(area);
+  CHECK(clean.status == 0);
+  CHECK(clean.out.find("live") != std::string::npos);
+  CHECK(clean.out.find("in-flight") != std::string::npos);
+}
+
+TEST_CASE("status: an unsafe lock area is one prominent line and exit 3") {
+  TempDir root;
+  const std::string area = root / "locks";
+  make_dir(area, 0755);
+  make_entry(area, fake_lock_name("x"), owner_json(::getpid()));
+  CommandResult open_mode = tool_with_stderr({"status", "--lock-dir", area});
+  CHECK(open_mode.status == 3);
+  CHECK(open_mode.out == "apnea-locks status: unsafe Apnea lock directory: " + area +
+                             ": mode 0755 has group/other bits\n");
+
+  const std::string link = root / "link";
+  REQUIRE(::chmod(area.c_str(), 0700) == 0);
+  REQUIRE(::symlink(area.c_str(), link.c_str()) == 0);
+  CommandResult symlinked = tool_with_stderr({"status", "--lock-dir", link});
+  CHECK(symlinked.status == 3);
+  CHECK(symlinked.out.find(link + ": is a symlink") != std::string::npos);
+
+  CommandResult as_json = status(link, {"-J"});
+  CHECK(as_json.status == 3);
+  json::object doc = json::parse(as_json.out).as_object();
+  CHECK(text(doc.at("area").at("check")) == "symlink");
+  CHECK(text(doc.at("area").at("path")) == link);
+  CHECK(doc.at("entries").as_array().empty());
+  CHECK(text(doc.at("error")).find("symlink") != std::string::npos);
+
+  // The default area's parent is checked too.
+  TempDir tmp;
+  const std::string account = tmp / ("apnea-" + std::to_string(::getuid()));
+  make_dir(account, 0777);
+  make_dir(account + "/operation-locks");
+  CommandResult parent = tool_with_stderr({"status"}, "TMPDIR=" + shell_quote(tmp.path()) + " ");
+  CHECK(parent.status == 3);
+  CHECK(parent.out == "apnea-locks status: unsafe Apnea lock directory: " + account +
+                          ": mode 0777 has group/other bits\n");
+}
+
+TEST_CASE("status: usage errors exit 2 with one line") {
+  TempDir root;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"status", "--bogus"},
+           {"status", "--json", "--raw"},
+           {"status", "-o", "kind,nonsense"},
+           {"status", "--state", "dead"},
+           {"status", "--kind", "lockish"},
+           {"status", "--tolerance", "-1"},
+           {"status", "--tolerance", "soon"},
+           {"status", "--repo", root / "missing"},
+           {"status", "extra"}}) {
+    CAPTURE(args.back());
+    CommandResult result = tool_with_stderr(args);
+    CHECK(result.status == 2);
+    CHECK(result.out.starts_with("apnea-locks status: "));
+    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 1);
+  }
+  CHECK(tool({"status", "--help"}).status == 0);
+}
+
+TEST_CASE("status: columns, raw lines, headings and truncation") {
+  TempDir root;
+  const std::string area = root / "locks";
+  make_dir(area);
+  const std::string name = fake_lock_name("one");
+  make_entry(area, name, owner_json(::getpid()));
+  const std::string key = parse_entry_name(name).key;
+
+  CommandResult chosen = status(area, {"-o", "name,state,pid", "-n"});
+  CHECK(chosen.out == name + " live " + std::to_string(::getpid()) + "\n");
+
+  CommandResult extended = status(area, {"-o", "+path,attention"});
+  CHECK(extended.out.find("PATH") != std::string::npos);
+  CHECK(extended.out.find(area + "/" + name) != std::string::npos);
+
+  CommandResult table = status(area, {"-n"});
+  CHECK(table.out.find(key.substr(0, 12) + " ") != std::string::npos);
+  CHECK(table.out.find(key) == std::string::npos);  // shortened
+  CHECK(table.out.find(std::string(test_token)) == std::string::npos);
+  CHECK(table.out.find(std::string(test_token.substr(0, 8)) + "...") != std::string::npos);
+  CommandResult full = status(area, {"-n", "--notruncate"});
+  CHECK(full.out.find(key) != std::string::npos);
+  CHECK(full.out.find(std::string(test_token)) != std::string::npos);
+
+  make_dir(root / "my repo");
+  make_dir(root / "my repo/.apnea");
+  const std::string spaced = *real_system().realpath(root / "my repo");
+  make_entry(area, lock_name(LockKind::repository, lock_key(LockKind::repository, spaced)), owner_json(::getpid()));
+  CommandResult raw = status(area, {"-r", "-o", "role,state,label,fix", "--scan", root.path()});
+  std::istringstream lines(raw.out);
+  std::string header;
+  std::getline(lines, header);
+  CHECK(header == "ROLE STATE LABEL FIX");
+  std::vector<std::string> rows;
+  for (std::string row; std::getline(lines, row);) rows.push_back(row);
+  std::sort(rows.begin(), rows.end());
+  // Spaces inside a value are escaped, so every line has exactly four fields; empty is "-".
+  CHECK(rows == std::vector<std::string>{"lock live - -", "lock live " + raw_escaped(spaced) + " -"});
+}
+
+TEST_CASE("status: filters and labels") {
+  TempDir root;
+  const std::string area = root / "locks";
+  make_dir(area);
+  make_dir(root / "work");
+  make_dir(root / "work/app");
+  make_dir(root / "work/app/.apnea");
+  make_dir(root / "work/free");
+  const std::string app = *real_system().realpath(root / "work/app");
+  const std::string app_lock = lock_name(LockKind::repository, lock_key(LockKind::repository, app));
+  make_entry(area, app_lock, owner_json(dead_pid()));
+  make_entry(area, fake_lock_name("g", LockKind::global_setup), owner_json(::getpid()));
+  make_entry(area, fake_lock_name("other"), owner_json(::getpid()));
+
+  auto names = [](const json::object& doc) {
+    std::vector<std::string> out;
+    for (const auto& [name, entry] : entries_by_name(doc)) out.push_back(name);
+    return out;
+  };
+  CHECK(names(status_json(area, {"--state", "stale"})) == std::vector<std::string>{app_lock});
+  CHECK(names(status_json(area, {"--kind", "global-setup"})) ==
+        std::vector<std::string>{fake_lock_name("g", LockKind::global_setup)});
+  CHECK(names(status_json(area, {"--state", "live,stale"})).size() == 3);
+
+  // --scan labels every repository under a folder.
+  auto scanned = entries_by_name(status_json(area, {"--scan", root / "work"}));
+  CHECK(text(scanned.at(app_lock).at("label")) == app);
+  CHECK(text(scanned.at(app_lock).at("fix")) ==
+        "apnea-locks reclaim --lock-dir " + area + " --repo " + shell_word(app));
+  CHECK(scanned.at(fake_lock_name("other")).at("label").is_null());
+  CHECK(names(status_json(area, {"--scan", root / "work", "--only-labelled"})) == std::vector<std::string>{app_lock});
+  CHECK(names(status_json(area, {"--scan", root / "work", "--scan-depth", "0"})).size() == 3);
+  CHECK(entries_by_name(status_json(area, {"--scan", root / "work", "--scan-depth", "0"})).at(app_lock).at("label").is_null());
+
+  // --repo labels and keeps only that repository's entries; a repository without a lock is free.
+  const json::object repo_doc = status_json(area, {"--repo", root / "work/app", "--repo", root / "work/free"});
+  auto repo = entries_by_name(repo_doc);
+  REQUIRE(repo.size() == 2);
+  CHECK(text(repo.at(app_lock).at("label")) == app);
+  const std::string free_name =
+      lock_name(LockKind::repository, lock_key(LockKind::repository, *real_system().realpath(root / "work/free")));
+  CHECK(text(repo.at(free_name).at("state")) == "free");
+  CHECK(text(repo.at(free_name).at("apnea_verdict")) == "free");
+  CHECK(repo_doc.at("summary").at("scanned").as_int64() == 3);
+  CHECK(status(area, {"--repo", root / "work/free"}).status == 0);
+  CHECK(status(area, {"--repo", root / "work/app"}).status == 1);
+
+  // The current directory is labelled.
+  CommandResult from_app = tool({"status", "--lock-dir", area, "--json", "--only-labelled"},
+                                "cd " + shell_quote(root / "work/app") + " && ");
+  auto here = entries_by_name(json::parse(from_app.out).as_object());
+  REQUIRE(here.size() == 1);
+  CHECK(text(here.at(app_lock).at("label")) == app);
+}
+
+TEST_CASE("status and inspect change nothing") {
+  Zoo zoo;
+  const auto before = snapshot(zoo.root.path());
+  CHECK(status(zoo.area).status == 1);
+  CHECK(status(zoo.area, {"--json"}).status == 1);
+  CHECK(status(zoo.area, {"-r", "--scan", zoo.root.path()}).status == 1);
+  for (const Expect& e : zoo.expect) tool({"inspect", "--lock-dir", zoo.area, e.name});
+  const auto after = snapshot(zoo.root.path());
+  CHECK(before.size() > zoo.expect.size());
+  CHECK(before == after);
+}
+
+TEST_CASE("inspect: checks, raw bytes, verdicts and exit status") {
+  Zoo zoo;
+  const std::string mode_lock = fake_lock_name("mode");
+  CommandResult result = tool({"inspect", "--lock-dir", zoo.area, mode_lock, "--json"});
+  CHECK(result.status == 1);
+  json::object doc = json::parse(result.out).as_object();
+  CHECK(text(doc.at("entry").at("state")) == "malformed");
+  CHECK(text(doc.at("entry").at("reason")) == "owner-mode-0644");
+  CHECK(text(doc.at("owner_file").at("lstat").at("mode")) == "0644");
+  CHECK(text(doc.at("directory_stat").at("type")) == "directory");
+  CHECK(text(doc.at("owner_file").at("raw")) == "{\\\"pid\\\":" + std::to_string(::getpid()) + ",\\\"token\\\":\\\"" +
+                                                    std::string(test_token) + "\\\"}");
+  std::map<std::string, std::string> outcomes;
+  for (const auto& check : doc.at("checks").as_array())
+    outcomes[text(check.at("name"))] = text(check.at("outcome"));
+  CHECK(outcomes.at("owner-owned-by-user") == "pass");
+  CHECK(outcomes.at("owner-private-mode") == "fail");
+  CHECK(outcomes.at("json-syntax") == "not-run");
+
+  CommandResult large = tool({"inspect", "--lock-dir", zoo.area, fake_lock_name("toolarge"), "--json"});
+  json::object large_doc = json::parse(large.out).as_object();
+  CHECK(large_doc.at("owner_file").at("raw_truncated").as_bool());
+  CHECK(text(large_doc.at("owner_file").at("raw")).size() == 4096);
+
+  CommandResult dead = tool({"inspect", zoo.area + "/" + fake_lock_name("dead")});
+  CHECK(dead.status == 1);
+  CHECK(dead.out.find("state:       stale (pid-dead; certain proof)") != std::string::npos);
+  CHECK(dead.out.find("proof:       pid-dead: ") != std::string::npos);
+  CHECK(dead.out.find("  pass     token-non-empty-string") != std::string::npos);
+
+  CommandResult live = tool({"inspect", "--lock-dir", zoo.area, fake_lock_name("live"), "-J"});
+  CHECK(live.status == 0);
+  json::object live_doc = json::parse(live.out).as_object();
+  CHECK(text(live_doc.at("entry").at("process").at("state")) != "null");
+  CHECK(text(live_doc.at("proof").at("name")) == "none");
+
+  CommandResult zombie = tool({"inspect", "--lock-dir", zoo.area, fake_lock_name("zombie"), "-J"});
+  json::object zombie_doc = json::parse(zombie.out).as_object();
+  CHECK(text(zombie_doc.at("proof").at("name")) == "zombie");
+  CHECK(zombie_doc.at("proof").at("certain").as_bool());
+
+  // A repository without a lock: free, nothing to do.
+  make_dir(zoo.root / "repo");
+  CommandResult free_lock = tool({"inspect", "--lock-dir", zoo.area, "--repo", zoo.root / "repo", "--json"});
+  CHECK(free_lock.status == 0);
+  json::object free_doc = json::parse(free_lock.out).as_object();
+  CHECK(text(free_doc.at("entry").at("state")) == "free");
+  CHECK(text(free_doc.at("entry").at("label")) == *real_system().realpath(zoo.root / "repo"));
+
+  CHECK(tool_with_stderr({"inspect", "--repo", zoo.root / "nope"}).status == 2);
+  CHECK(tool_with_stderr({"inspect", "a", "--repo", "b"}).status == 2);
+}
+
+TEST_CASE("path: Apnea's lock path for a repository or home") {
+  TempDir root;
+  make_dir(root / "repo");
+  const std::string canonical = *real_system().realpath(root / "repo");
+  CommandResult repo = tool({"path", "--lock-dir", "/locks", "--repo", root / "repo/"});
+  CHECK(repo.status == 0);
+  CHECK(repo.out == "/locks/" + lock_name(LockKind::repository, lock_key(LockKind::repository, canonical)) + "\n");
+
+  CommandResult here = tool({"path"}, "cd " + shell_quote(root / "repo") + " && TMPDIR=/x//y/ ");
+  CHECK(here.out == "/x/y/apnea-" + std::to_string(::getuid()) + "/operation-locks/" +
+                        lock_name(LockKind::repository, lock_key(LockKind::repository, canonical)) + "\n");
+
+  CommandResult home = tool({"path", "--home", root / "repo", "--json"}, "TMPDIR=/t ");
+  json::object doc = json::parse(home.out).as_object();
+  CHECK(text(doc.at("lock_path")) ==
+        "/t/apnea-" + std::to_string(::getuid()) + "/operation-locks/" +
+            lock_name(LockKind::global_setup, lock_key(LockKind::global_setup, canonical)));
+
+  CommandResult missing = tool_with_stderr({"path", "--repo", root / "nope"});
+  CHECK(missing.status == 2);
+  CHECK(missing.out == "apnea-locks path: " + root / "nope" + ": ENOENT: no such file or directory\n");
+}
