@@ -6,15 +6,14 @@
 // signal forwarding (signals are blocked and taken synchronously with sigwaitinfo, so no
 // handler runs at an awkward moment), and the wait policy with its back-off.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
-#include <fmt/format.h>
-
-#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -45,10 +44,10 @@ using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
 /// Exit statuses of `run` besides the command's own (documented in docs/run.md).
-constexpr int exit_locked = 75;            ///< held by a live owner (EX_TEMPFAIL), or raced
-constexpr int exit_stale = 76;             ///< stale or malformed lock: a human must act
-constexpr int exit_cannot_execute = 126;   ///< found but could not be started
-constexpr int exit_not_found = 127;        ///< command not found
+constexpr int exit_locked = 75;           ///< held by a live owner (EX_TEMPFAIL), or raced
+constexpr int exit_stale = 76;            ///< stale or malformed lock: a human must act
+constexpr int exit_cannot_execute = 126;  ///< found but could not be started
+constexpr int exit_not_found = 127;       ///< command not found
 
 /// The first delay of a wait (Apnea's 25 ms) and the ceiling of the --wait back-off.
 constexpr nanoseconds first_delay = std::chrono::milliseconds(25);
@@ -78,41 +77,57 @@ std::optional<nanoseconds> parse_duration(std::string_view text) {
     return std::nullopt;
   const std::string_view unit(rest, static_cast<std::size_t>(end - rest));
   double scale = 0;
-  if (unit.empty() || unit == "s") scale = 1e9;
-  else if (unit == "ms") scale = 1e6;
-  else if (unit == "m") scale = 60e9;
-  else if (unit == "h") scale = 3600e9;
-  else return std::nullopt;
+  if (unit.empty() || unit == "s")
+    scale = 1e9;
+  else if (unit == "ms")
+    scale = 1e6;
+  else if (unit == "m")
+    scale = 60e9;
+  else if (unit == "h")
+    scale = 3600e9;
+  else
+    return std::nullopt;
   const double ns = value * scale;
   if (ns > 9e18) return std::nullopt;
   return nanoseconds(static_cast<std::int64_t>(ns));
 }
 
+std::int64_t whole_ms(nanoseconds duration) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
+}
+
 std::string duration_text(nanoseconds duration) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
+  const auto ms = whole_ms(duration);
   if (ms % 1000 != 0) return fmt::format("{}ms", ms);
   return fmt::format("{}s", ms / 1000);
 }
 
 po::options_description option_table() {
   po::options_description options("Options");
+  // clang-format off
   options.add_options()
-      ("repo", po::value<std::string>(), "lock the repository at PATH (default: the current directory)")
-      ("home", po::value<std::string>(), "lock Apnea's global setup lock for the home directory PATH")
-      ("lock-dir", po::value<std::string>(), "the lock directory (default: Apnea's, from TMPDIR)")
-      ("wait,w", po::value<std::string>(), "wait up to DURATION (30s, 500ms, 2m) for a live owner")
+      ("repo", po::value<std::string>()->value_name("PATH"),
+       "lock the repository at PATH (default: the current directory)")
+      ("home", po::value<std::string>()->value_name("PATH"),
+       "lock Apnea's global setup lock for the home directory PATH")
+      ("lock-dir", po::value<std::string>()->value_name("DIR"),
+       "the lock directory (default: Apnea's, from TMPDIR)")
+      ("wait,w", po::value<std::string>()->value_name("DURATION"),
+       "wait up to DURATION (30s, 500ms, 2m) for a live owner")
       ("nonblock,n", "never wait, not even for the global setup lock")
       ("json", "print an event stream (JSON lines) on standard error")
       ("print-token", "print the held owner (lock path, pid, token) on standard error")
       ("help,h", "show this help");
+  // clang-format on
   return options;
 }
 
 void usage(std::FILE* out) {
-  fmt::print(out,
-             "Usage: apnea-locks run [--repo PATH | --home PATH] [--lock-dir DIR]\n"
-             "                       [-w DURATION | -n] [--json] [--print-token] -- CMD [ARGS...]\n\n"
-             "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.\n\n");
+  fmt::print(
+      out,
+      "Usage: apnea-locks run [--repo PATH | --home PATH] [--lock-dir DIR]\n"
+      "                       [-w DURATION | -n] [--json] [--print-token] -- CMD [ARGS...]\n\n"
+      "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.\n\n");
   std::ostringstream text;
   text << option_table();
   fmt::print(out, "{}\n", text.str());
@@ -179,7 +194,8 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   if (options.repo && options.repo->empty()) return std::unexpected("--repo needs a path");
   if (options.home && options.home->empty()) return std::unexpected("--home needs a path");
   options.command.assign(args.begin() + static_cast<long>(command_start), args.end());
-  if (options.command.empty()) return std::unexpected("no command given (apnea-locks run ... -- CMD [ARGS...])");
+  if (options.command.empty())
+    return std::unexpected("no command given (apnea-locks run ... -- CMD [ARGS...])");
   return options;
 }
 
@@ -191,8 +207,10 @@ std::string shell_word(std::string_view word) {
   if (plain) return std::string(word);
   std::string out = "'";
   for (char c : word) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -208,18 +226,24 @@ json::value json_pid(double pid) {
   return pid;
 }
 
+/// Writes one line to standard error, ignoring failure: a closed pipe or a hung-up terminal
+/// must not end run while it holds the lock (fmt::print would throw).
+void write_line(const std::string& line) {
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
 /// What `run` prints on standard error: human lines, or JSON events with --json.
 class Output {
  public:
   explicit Output(const RunOptions& options) : json_(options.json) {}
-  bool json() const { return json_; }
   /// One JSON event (only with --json).
   void event(json::object fields) const {
-    if (json_) fmt::print(stderr, "{}\n", json::serialize(fields));
+    if (json_) write_line(json::serialize(fields) + "\n");
   }
   /// One line for a human (only without --json).
   void say(std::string_view line) const {
-    if (!json_) fmt::print(stderr, "apnea-locks run: {}\n", line);
+    if (!json_) write_line(fmt::format("apnea-locks run: {}\n", line));
   }
 
  private:
@@ -231,9 +255,14 @@ class SignalControl {
  public:
   SignalControl() {
     sigemptyset(&forwarded_);
+    sigemptyset(&ignored_);
     for (int sig : forwarded_signals) sigaddset(&forwarded_, sig);
     with_child_ = forwarded_;
     sigaddset(&with_child_, SIGCHLD);
+    // SIGPIPE is blocked (not ignored, which the command would inherit) so that writing to
+    // a closed standard error fails with EPIPE instead of killing run while it holds the lock.
+    sigset_t blocked = with_child_;
+    sigaddset(&blocked, SIGPIPE);
     for (int sig : forwarded_signals) {
       struct sigaction action {};
       ::sigaction(sig, nullptr, &action);
@@ -244,14 +273,14 @@ class SignalControl {
     child.sa_handler = SIG_DFL;
     sigemptyset(&child.sa_mask);
     ::sigaction(SIGCHLD, &child, &saved_child_);
-    ::sigprocmask(SIG_BLOCK, &with_child_, &saved_mask_);
+    ::sigprocmask(SIG_BLOCK, &blocked, &saved_mask_);
   }
   SignalControl(const SignalControl&) = delete;
   SignalControl& operator=(const SignalControl&) = delete;
-  ~SignalControl() {
-    ::sigaction(SIGCHLD, &saved_child_, nullptr);
-    ::sigprocmask(SIG_SETMASK, &saved_mask_, nullptr);
-  }
+  /// The mask stays: run is about to exit, and a signal still pending (one that arrived
+  /// after the command ended, or a SIGPIPE from a closed stderr) must not replace the
+  /// command's exit status.
+  ~SignalControl() = default;
 
   /// In the forked child: the mask and SIGCHLD action run was started with.
   void restore_in_child() const {
@@ -303,23 +332,23 @@ class SignalControl {
   struct sigaction saved_child_ {};
 };
 
-/// The fix Apnea's message asks a human for, as an apnea-locks command.
-std::string fix_command(const RunOptions& options, const LockTarget& target, const LockError& error) {
-  // A malformed lock has no owner to prove dead: name it explicitly (its path names its
-  // lock area) and force.
-  if (error.is(LockedReason::malformed))
-    return fmt::format("apnea-locks reclaim {} --force", shell_word(target.lock_path));
+/// The fix Apnea's message asks a human for, as an apnea-locks command, spelled as
+/// `status` spells its fixes: `apnea-locks reclaim [--force] [--lock-dir DIR] TARGET`.
+std::string fix_command(const RunOptions& options, const LockTarget& target,
+                        const LockError& error) {
+  // A malformed lock has no owner to prove dead, and a leftover reclaim guard is removed
+  // only by force.
+  const bool malformed = error.is(LockedReason::malformed);
+  std::string command = "apnea-locks reclaim";
+  if (malformed || error.guarded) command += " --force";
+  if (options.lock_dir) command += " --lock-dir " + shell_word(*options.lock_dir);
+  if (malformed) return command + " " + shell_word(target.lock_path);
   const std::string_view prefix = "global setup at ";
   std::string_view resource = target.resource;
   if (target.kind == LockKind::global_setup && resource.starts_with(prefix))
     resource.remove_prefix(prefix.size());
-  std::string command = fmt::format("apnea-locks reclaim {} {}",
-                                    target.kind == LockKind::global_setup ? "--home" : "--repo",
-                                    shell_word(resource));
-  // A leftover reclaim guard is removed only with --force.
-  if (error.guarded) command += " --force";
-  if (options.lock_dir) command += " --lock-dir " + shell_word(*options.lock_dir);
-  return command;
+  command += target.kind == LockKind::global_setup ? " --home " : " --repo ";
+  return command + shell_word(resource);
 }
 
 json::object error_event(const LockError& error, int status) {
@@ -347,7 +376,7 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
   }
   if (error.is(LockedReason::live) || error.is(LockedReason::raced)) {
     json::object event = error_event(error, exit_locked);
-    if (options.wait) event["waited_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(*options.wait).count();
+    if (options.wait) event["waited_ms"] = whole_ms(*options.wait);
     out.event(std::move(event));
     out.say(error.message);
     if (options.wait)
@@ -385,7 +414,8 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
     auto held = acquire(system, target, once);
     if (held) return std::move(*held);
     LockError error = std::move(held.error());
-    const bool retry = error.is(LockedReason::live) || (options.wait && error.is(LockedReason::raced));
+    const bool retry =
+        error.is(LockedReason::live) || (options.wait && error.is(LockedReason::raced));
     if (!waits || !retry) return error;
     const auto now = steady_clock::now();
     if (deadline && now >= *deadline) return error;
@@ -396,14 +426,15 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
                          {"resource", target.resource},
                          {"kind", kind_name(target.kind)},
                          {"holder_pid", json_pid(error.pid)}};
-      event["timeout_ms"] = options.wait ? json::value(std::chrono::duration_cast<std::chrono::milliseconds>(*options.wait).count())
-                                         : json::value(nullptr);
+      event["timeout_ms"] =
+          options.wait ? json::value(whole_ms(*options.wait)) : json::value(nullptr);
       out.event(std::move(event));
       out.say(fmt::format("{}; waiting {}", error.message,
-                          options.wait ? "up to " + duration_text(*options.wait) : std::string("until it is released")));
+                          options.wait ? "up to " + duration_text(*options.wait)
+                                       : std::string("until it is released")));
     }
     nanoseconds pause = delay;
-    if (deadline) pause = std::min(pause, std::chrono::duration_cast<nanoseconds>(*deadline - now));
+    if (deadline) pause = std::min<nanoseconds>(pause, *deadline - now);
     if (const int sig = signals.wait_for(pause); sig != 0) return sig;
     if (options.wait) delay = std::min(delay * 2, longest_delay);
   }
@@ -449,7 +480,8 @@ ChildEnd run_child(const std::vector<std::string>& command, const SignalControl&
   ::close(report[0]);
   if (got == static_cast<ssize_t>(sizeof exec_errno)) {
     int ignored = 0;
-    while (::waitpid(child, &ignored, 0) < 0 && errno == EINTR) {}
+    while (::waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
+    }
     return {exec_errno == ENOENT || exec_errno == ENOTDIR ? exit_not_found : exit_cannot_execute,
             exec_errno};
   }
@@ -458,21 +490,26 @@ ChildEnd run_child(const std::vector<std::string>& command, const SignalControl&
   for (const auto& word : command) words.emplace_back(word);
   out.event({{"event", "started"}, {"child_pid", child}, {"command", std::move(words)}});
 
-  // Signals sent by the kernel to the whole foreground process group (Ctrl-C, Ctrl-\, a
-  // terminal hangup) already reached the child; re-sending would deliver them twice.
-  const bool same_group = ::getpgid(child) == ::getpgrp() && ::getsid(0) != ::getpid();
+  // Signals the terminal sends to the whole foreground process group (Ctrl-C, Ctrl-\, a
+  // hangup) already reached a child in run's group; re-sending would deliver them twice.
+  // A hangup goes to the session leader alone, so when run leads the session it forwards it.
+  const bool same_group = ::getpgid(child) == ::getpgrp();
+  const bool session_leader = ::getsid(0) == ::getpid();
   for (;;) {
     siginfo_t info{};
     const int sig = signals.next(info);
     int status = 0;
     if (sig < 0) {
       // Cannot wait for signals: still wait for the child, so the lock outlives it.
-      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
     } else if (sig == SIGCHLD) {
       const pid_t ended = ::waitpid(child, &status, WNOHANG);
       if (ended != child) continue;
     } else {
-      const bool forward = !(info.si_code == SI_KERNEL && same_group);
+      const bool from_terminal =
+          info.si_code == SI_KERNEL && same_group && !(sig == SIGHUP && session_leader);
+      const bool forward = !from_terminal;
       if (forward) ::kill(child, sig);
       out.event({{"event", "signal"}, {"signal", signal_name(sig)}, {"forwarded", forward}});
       continue;
@@ -506,9 +543,10 @@ bool release(HeldLock& held, const Output& out) {
   }
   out.event({{"event", "released"}, {"lock_path", lock}, {"token", token}, {"removed", *released}});
   if (!*released)
-    out.say(fmt::format("{} no longer had our token when the command ended (it was reclaimed "
-                        "or replaced meanwhile); nothing was removed",
-                        lock));
+    out.say(
+        fmt::format("{} no longer had our token when the command ended (it was reclaimed "
+                    "or replaced meanwhile); nothing was removed",
+                    lock));
   return true;
 }
 
@@ -527,7 +565,8 @@ int run_command(const std::vector<std::string>& args) {
   }
   const Output out(options);
   System& system = real_system();
-  const std::string lock_dir = options.lock_dir ? *options.lock_dir : default_lock_directory(system);
+  const std::string lock_dir =
+      options.lock_dir ? *options.lock_dir : default_lock_directory(system);
   auto target = options.home ? global_setup_target(system, lock_dir, *options.home)
                              : repository_target(system, lock_dir, options.repo.value_or("."));
   if (!target) return report_refusal(out, options, nullptr, target.error());
@@ -547,8 +586,8 @@ int run_command(const std::vector<std::string>& args) {
              {"pid", json_pid(owner.pid)},
              {"token", owner.token}});
   if (options.print_token)
-    fmt::print(stderr, "apnea-locks run: holding {} as pid {}, token {}\n", held.lock_path(),
-               pid_text(owner.pid), owner.token);
+    write_line(fmt::format("apnea-locks run: holding {} as pid {}, token {}\n", held.lock_path(),
+                           pid_text(owner.pid), owner.token));
 
   // A signal that arrived while the lock was being taken ends run before the command starts.
   if (const int sig = signals.wait_for(nanoseconds(0)); sig != 0) {
@@ -558,11 +597,12 @@ int run_command(const std::vector<std::string>& args) {
 
   const ChildEnd end = run_child(options.command, signals, out);
   if (end.exec_errno != 0) {
-    out.event({{"event", "exec-failed"},
-               {"command", options.command.front()},
-               {"errno", ::strerrorname_np(end.exec_errno) ? ::strerrorname_np(end.exec_errno) : ""},
-               {"message", std::strerror(end.exec_errno)},
-               {"exit_status", end.status}});
+    out.event(
+        {{"event", "exec-failed"},
+         {"command", options.command.front()},
+         {"errno", ::strerrorname_np(end.exec_errno) ? ::strerrorname_np(end.exec_errno) : ""},
+         {"message", std::strerror(end.exec_errno)},
+         {"exit_status", end.status}});
     const std::string& name = options.command.front();
     if (end.exec_errno == ENOENT && name.find('/') == std::string::npos)
       out.say(fmt::format("{}: command not found", name));

@@ -1,0 +1,381 @@
+// `apnea-locks run` with real processes: exit statuses, signal forwarding, waiting and
+// refusing, the JSON event stream, and the lock a SIGKILL leaves behind.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apnea_locks/lock.h"
+#include "apnea_locks/owner.h"
+#include "apnea_locks/probe.h"
+#include "run_test_util.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::testing;
+
+namespace {
+
+/// `apnea-locks run --lock-dir <scratch>/locks --repo <scratch>/repo OPTIONS -- COMMAND`.
+std::vector<std::string> run_args(const Scratch& scratch, const std::vector<std::string>& options,
+                                  const std::vector<std::string>& command) {
+  std::vector<std::string> argv = {locks_bin(), "run", "--lock-dir", scratch.locks};
+  bool global = false;
+  for (const auto& option : options) global = global || option == "--home";
+  if (!global) argv.insert(argv.end(), {"--repo", scratch.repo});
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+std::string repository_lock(const Scratch& scratch) {
+  return repository_target(real_system(), scratch.locks, scratch.repo)->lock_path;
+}
+
+std::string global_lock(const Scratch& scratch) {
+  return global_setup_target(real_system(), scratch.locks, scratch.home)->lock_path;
+}
+
+/// A command that prints "ready" once it runs, then holds until its stdin ends.
+const std::vector<std::string> hold_until_eof = {"sh", "-c", "echo ready; exec cat"};
+
+/// The JSON events run printed on stderr, in order.
+std::vector<boost::json::object> events(const std::string& err) {
+  std::vector<boost::json::object> found;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("{")) continue;
+    found.push_back(boost::json::parse(line).as_object());
+  }
+  return found;
+}
+
+/// A JSON string's text ("<not a string>" otherwise), for comparisons.
+std::string str(const boost::json::value& value) {
+  return value.is_string() ? std::string(value.as_string()) : std::string("<not a string>");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("run exits with the command's status and releases the lock") {
+  Scratch scratch;
+  const auto lock = repository_lock(scratch);
+  for (int code : {0, 1, 7, 255}) {
+    CAPTURE(code);
+    auto done = finish(run_args(scratch, {}, {"sh", "-c", "exit " + std::to_string(code)}));
+    CHECK(done.status == code);
+    CHECK_FALSE(exists(lock));
+  }
+  // Without "--", the command starts at the first word that is not an option.
+  auto plain = finish({locks_bin(), "run", "--lock-dir", scratch.locks, "--repo", scratch.repo,
+                       "sh", "-c", "exit 5"});
+  CHECK(plain.status == 5);
+}
+
+TEST_CASE("a command killed by signal N makes run exit 128+N") {
+  Scratch scratch;
+  CHECK(finish(run_args(scratch, {}, {"sh", "-c", "kill -KILL $$"})).status == 128 + SIGKILL);
+  CHECK(finish(run_args(scratch, {}, {"sh", "-c", "kill -TERM $$"})).status == 128 + SIGTERM);
+  CHECK_FALSE(exists(repository_lock(scratch)));
+}
+
+TEST_CASE("127 for a command that is not found, 126 for one that cannot run; lock released") {
+  Scratch scratch;
+  const auto lock = repository_lock(scratch);
+  const std::string plain_file = scratch.root + "/not-executable";
+  std::ofstream(plain_file) << "#!/bin/sh\nexit 0\n";
+  ::chmod(plain_file.c_str(), 0644);
+
+  auto missing = finish(run_args(scratch, {}, {"apnea-locks-test-no-such-command"}));
+  CHECK(missing.status == 127);
+  CHECK(missing.err.find("command not found") != std::string::npos);
+  CHECK_FALSE(exists(lock));
+  CHECK(finish(run_args(scratch, {}, {scratch.root + "/missing/tool"})).status == 127);
+  CHECK(finish(run_args(scratch, {}, {plain_file})).status == 126);
+  CHECK(finish(run_args(scratch, {}, {scratch.repo})).status == 126);
+  CHECK_FALSE(exists(lock));
+
+  auto json = finish(run_args(scratch, {"--json"}, {"apnea-locks-test-no-such-command"}));
+  auto seen = events(json.err);
+  REQUIRE(seen.size() >= 3);
+  CHECK(seen[0].at("event") == "acquired");
+  CHECK(seen[1].at("event") == "exec-failed");
+  CHECK(seen[1].at("errno") == "ENOENT");
+  CHECK(seen.back().at("event") == "released");
+  CHECK(seen.back().at("removed") == true);
+}
+
+TEST_CASE("run owns the lock under its own pid while the command runs") {
+  Scratch scratch;
+  const auto lock = repository_lock(scratch);
+  SpawnedProcess run(run_args(scratch, {"--print-token"}, hold_until_eof));
+  REQUIRE(run.read_line(Stream::out, 30s) == "ready");
+  const auto holding = run.read_line_containing(Stream::err, "holding", 5s);
+  REQUIRE(holding);
+  OwnerRead read = read_owner(real_system(), lock, ::getuid());
+  REQUIRE(read.owner);
+  CHECK(read.owner->pid == double(run.pid()));
+  CHECK(holding->find(lock) != std::string::npos);
+  CHECK(holding->find("pid " + std::to_string(run.pid())) != std::string::npos);
+  CHECK(holding->find("token " + read.owner->token) != std::string::npos);
+  run.close_stdin();
+  CHECK(run.wait(30s) == 0);
+  CHECK_FALSE(exists(lock));
+}
+
+TEST_CASE("signals sent to run are forwarded to the command; the lock outlives it") {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
+    CAPTURE(sig);
+    Scratch scratch;
+    const auto lock = repository_lock(scratch);
+    const std::string marker = scratch.root + "/marker";
+    // The command traps the signal, records it, and exits 0 only after a grace the lock
+    // must still be held through (it checks the lock exists before exiting).
+    const std::string script =
+        "trap 'echo trapped >\"$0\"; [ -d \"$1\" ] && echo held >>\"$0\"; kill $p; exit 0' "
+        "TERM INT HUP QUIT; sleep 1000 & p=$!; echo ready; wait $p";
+    SpawnedProcess run(run_args(scratch, {"--json"}, {"sh", "-c", script, marker, lock}));
+    REQUIRE(run.read_line(Stream::out, 30s) == "ready");
+    run.signal(sig);
+    REQUIRE(run.wait(30s) == 0);
+    CHECK(read_file(marker) == "trapped\nheld\n");
+    CHECK_FALSE(exists(lock));
+    bool forwarded = false;
+    for (const auto& event : events(run.err()))
+      if (event.at("event") == "signal") forwarded = event.at("forwarded") == true;
+    CHECK(forwarded);
+  }
+}
+
+TEST_CASE("a command that does not handle a forwarded signal dies by it: 128+N") {
+  Scratch scratch;
+  SpawnedProcess run(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(run.read_line(Stream::out, 30s) == "ready");
+  run.signal(SIGTERM);
+  CHECK(run.wait(30s) == 128 + SIGTERM);
+  CHECK_FALSE(exists(repository_lock(scratch)));
+}
+
+TEST_CASE("a live lock is refused with 75 by default, with --nonblock and after --wait") {
+  Scratch scratch;
+  const std::string marker = scratch.root + "/ran";
+  SpawnedProcess holder(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  const std::string holder_pid = "(pid " + std::to_string(holder.pid()) + ")";
+
+  auto nonblock = finish(run_args(scratch, {"--nonblock"}, {"touch", marker}));
+  CHECK(nonblock.status == 75);
+  CHECK(nonblock.err.find("another Apnea operation holds") != std::string::npos);
+  CHECK(nonblock.err.find(holder_pid) != std::string::npos);
+  CHECK(finish(run_args(scratch, {}, {"touch", marker})).status == 75);
+  auto waited = finish(run_args(scratch, {"-w", "300ms", "--json"}, {"touch", marker}));
+  CHECK(waited.status == 75);
+  auto seen = events(waited.err);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].at("event") == "waiting");
+  CHECK(seen[0].at("holder_pid") == holder.pid());
+  CHECK(seen[1].at("event") == "refused");
+  CHECK(seen[1].at("reason") == "live");
+  CHECK(seen[1].at("exit_status") == 75);
+  CHECK_FALSE(exists(marker));
+
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+}
+
+TEST_CASE("--wait takes the lock as soon as the holder releases it") {
+  Scratch scratch;
+  SpawnedProcess holder(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  SpawnedProcess waiter(run_args(scratch, {"--wait", "20s", "--json"}, {"echo", "ran"}));
+  const auto waiting = waiter.read_line_containing(Stream::err, "\"waiting\"", 30s);
+  REQUIRE(waiting);
+  CHECK(boost::json::parse(*waiting).at("holder_pid") == holder.pid());
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+  CHECK(waiter.wait(30s) == 0);
+  CHECK(waiter.out() == "ran\n");
+  CHECK(count(waiter.err(), "\"event\":\"waiting\"") == 1);
+  CHECK_FALSE(exists(repository_lock(scratch)));
+
+  // The human form says once who holds it.
+  SpawnedProcess holder2(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(holder2.read_line(Stream::out, 30s) == "ready");
+  SpawnedProcess waiter2(run_args(scratch, {"-w", "1m"}, {"true"}));
+  REQUIRE(waiter2.read_line_containing(Stream::err, "waiting up to 60s", 30s));
+  holder2.close_stdin();
+  CHECK(waiter2.wait(30s) == 0);
+  CHECK(count(waiter2.err(), "(pid " + std::to_string(holder2.pid()) + ")") == 1);
+}
+
+TEST_CASE("a signal while waiting ends run by that signal; the command never starts") {
+  Scratch scratch;
+  const std::string marker = scratch.root + "/ran";
+  SpawnedProcess holder(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  SpawnedProcess waiter(run_args(scratch, {"--wait", "10m", "--json"}, {"touch", marker}));
+  REQUIRE(waiter.read_line_containing(Stream::err, "\"waiting\"", 30s));
+  waiter.signal(SIGTERM);
+  CHECK(waiter.wait(30s) == 128 + SIGTERM);
+  CHECK_FALSE(exists(marker));
+  OwnerRead read = read_owner(real_system(), repository_lock(scratch), ::getuid());
+  REQUIRE(read.owner);
+  CHECK(read.owner->pid == double(holder.pid()));
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+}
+
+TEST_CASE("durations: 30s, 500ms, 2m, plain seconds; anything else is a usage error") {
+  Scratch scratch;
+  for (const char* duration : {"30s", "500ms", "2m", "5", "1.5", "0"}) {
+    CAPTURE(duration);
+    CHECK(finish(run_args(scratch, {"--wait", duration}, {"true"})).status == 0);
+  }
+  for (const char* duration : {"soon", "-1", "5x", "", "1e3"}) {
+    CAPTURE(duration);
+    CHECK(finish(run_args(scratch, {"--wait", duration}, {"true"})).status == 2);
+  }
+}
+
+TEST_CASE("the global setup lock: waited for by default like Apnea, refused with --nonblock") {
+  Scratch scratch;
+  const std::vector<std::string> global = {"--home", scratch.home};
+  SpawnedProcess holder(run_args(scratch, global, hold_until_eof));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  CHECK(exists(global_lock(scratch)));
+  CHECK_FALSE(exists(repository_lock(scratch)));
+
+  auto options = global;
+  options.push_back("--nonblock");
+  CHECK(finish(run_args(scratch, options, {"true"})).status == 75);
+
+  options = global;
+  options.push_back("--json");
+  SpawnedProcess waiter(run_args(scratch, options, {"echo", "ran"}));
+  const auto waiting = waiter.read_line_containing(Stream::err, "\"waiting\"", 30s);
+  REQUIRE(waiting);
+  CHECK(boost::json::parse(*waiting).at("timeout_ms").is_null());
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+  CHECK(waiter.wait(30s) == 0);
+  CHECK(waiter.out() == "ran\n");
+  CHECK_FALSE(exists(global_lock(scratch)));
+}
+
+TEST_CASE("SIGKILL of run leaves a lock whose owner is provably dead; run reports it stale") {
+  Scratch scratch;
+  const auto lock = repository_lock(scratch);
+  SpawnedProcess run(run_args(scratch, {}, {"sh", "-c", "echo ready; exec cat"}));
+  REQUIRE(run.read_line(Stream::out, 30s) == "ready");
+  run.signal(SIGKILL);
+  REQUIRE(run.wait(30s) == 128 + SIGKILL);
+  run.close_stdin();  // the orphaned command (cat) ends too
+
+  OwnerRead read = read_owner(real_system(), lock, ::getuid());
+  REQUIRE(read.owner);
+  REQUIRE(read.owner_stat);
+  CHECK(read.owner->pid == double(run.pid()));
+  const ProcessFacts facts = gather_process(real_system(), read.owner->pid);
+  CHECK(facts.signal_errno == ESRCH);
+  CHECK_FALSE(apnea_alive(facts));
+  CHECK(prove_death(facts, ::getuid(), read.owner_stat->mtime_ns, default_reuse_tolerance_ns) ==
+        DeathProof::pid_dead);
+
+  // `status` explains it: stale, reason pid-dead, with run's pid.
+  auto status = finish({locks_bin(), "status", "--lock-dir", scratch.locks, "--json"});
+  const auto report = boost::json::parse(status.out);
+  bool explained = false;
+  for (const auto& entry : report.at("entries").as_array()) {
+    const std::string text = boost::json::serialize(entry);
+    explained = explained || (text.find("\"state\":\"stale\"") != std::string::npos &&
+                              text.find("\"reason\":\"pid-dead\"") != std::string::npos &&
+                              text.find(std::to_string(run.pid())) != std::string::npos);
+  }
+  CHECK(explained);
+
+  // Inside Apnea's grace the lock is stale: run refuses with 76 and names the fix.
+  auto refused = finish(run_args(scratch, {"--nonblock"}, {"true"}));
+  CHECK(refused.status == 76);
+  CHECK(refused.err.find("is not live at " + lock) != std::string::npos);
+  CHECK(refused.err.find("to fix it: apnea-locks reclaim --lock-dir " + scratch.locks + " --repo " +
+                         scratch.repo + "\n") != std::string::npos);
+  CHECK(exists(lock));
+}
+
+TEST_CASE("a malformed lock is refused with 76 and the reclaim --force fix") {
+  Scratch scratch;
+  const auto lock = repository_lock(scratch);
+  std::filesystem::create_directories(lock);
+  ::chmod(scratch.locks.c_str(), 0700);
+  ::chmod(lock.c_str(), 0700);
+  std::ofstream(lock + "/owner.json") << "not json";
+  ::chmod((lock + "/owner.json").c_str(), 0600);
+  auto refused = finish(run_args(scratch, {"--json"}, {"true"}));
+  CHECK(refused.status == 76);
+  auto seen = events(refused.err);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].at("reason") == "malformed");
+  CHECK(str(seen[0].at("fix")) ==
+        "apnea-locks reclaim --force --lock-dir " + scratch.locks + " " + lock);
+  CHECK(exists(lock));
+}
+
+TEST_CASE("an unsafe lock area is refused with 3 and nothing runs") {
+  Scratch scratch;
+  const std::string elsewhere = scratch.root + "/elsewhere";
+  std::filesystem::create_directory(elsewhere);
+  std::filesystem::create_directory_symlink(elsewhere, scratch.locks);
+  const std::string marker = scratch.root + "/ran";
+  auto refused = finish(run_args(scratch, {}, {"touch", marker}));
+  CHECK(refused.status == 3);
+  CHECK(refused.err.find("unsafe Apnea lock directory") != std::string::npos);
+  CHECK_FALSE(exists(marker));
+}
+
+TEST_CASE("usage errors exit 2") {
+  Scratch scratch;
+  const std::string bin = locks_bin();
+  CHECK(finish({bin, "run"}).status == 2);
+  CHECK(finish({bin, "run", "--lock-dir", scratch.locks, "--"}).status == 2);
+  CHECK(finish({bin, "run", "--repo", scratch.repo, "--home", scratch.home, "--", "true"}).status ==
+        2);
+  CHECK(finish({bin, "run", "--wait", "1s", "--nonblock", "--", "true"}).status == 2);
+  CHECK(finish({bin, "run", "--frobnicate", "--", "true"}).status == 2);
+  auto help = finish({bin, "run", "--help"});
+  CHECK(help.status == 0);
+  CHECK(help.out.find("--nonblock") != std::string::npos);
+}
+
+TEST_CASE("--json: acquired, started, exited and released, with the owner's pid and token") {
+  Scratch scratch;
+  auto done = finish(run_args(scratch, {"--json"}, {"sh", "-c", "exit 3"}));
+  CHECK(done.status == 3);
+  auto seen = events(done.err);
+  REQUIRE(seen.size() == 4);
+  CHECK(seen[0].at("event") == "acquired");
+  CHECK(str(seen[0].at("lock_path")) == repository_lock(scratch));
+  CHECK(seen[0].at("kind") == "repository");
+  CHECK(str(seen[0].at("resource")) == scratch.repo);
+  CHECK(seen[0].at("token").as_string().size() == 36);
+  CHECK(seen[1].at("event") == "started");
+  CHECK(seen[2].at("event") == "exited");
+  CHECK(seen[2].at("exit_code") == 3);
+  CHECK(seen[3].at("event") == "released");
+  CHECK(seen[3].at("token") == seen[0].at("token"));
+  CHECK(seen[3].at("removed") == true);
+}

@@ -1,0 +1,82 @@
+// Shared set-up for the `apnea-locks run` process and interop tests: a scratch folder with
+// a repository, the binary's path, and one-shot runs that capture both output streams.
+#pragma once
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "process_util.h"
+#include "spawned_process.h"
+
+namespace apnea_locks::testing {
+
+using namespace std::chrono_literals;
+using Stream = SpawnedProcess::Stream;
+
+/// A scratch folder (removed at the end) holding `repo/`, `home/` and, for tests that pass
+/// --lock-dir, `locks/`.
+struct Scratch {
+  std::string root, repo, home, locks;
+  Scratch() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "apnea-run-test.XXXXXX").string();
+    root = ::mkdtemp(pattern.data());
+    repo = root + "/repo";
+    home = root + "/home";
+    locks = root + "/locks";
+    std::filesystem::create_directory(repo);
+    std::filesystem::create_directory(home);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    std::error_code ignored;
+    std::filesystem::remove_all(root, ignored);
+  }
+};
+
+/// The apnea-locks binary under test.
+inline std::string locks_bin() { return test_env("APNEA_LOCKS_BIN"); }
+
+/// How a finished command exited and what it printed.
+struct Finished {
+  std::optional<int> status;  ///< nothing if it did not end in time
+  std::string out, err;
+};
+
+/// Runs `argv` to completion (stdin at end of file), capturing stdout and stderr.
+inline Finished finish(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& env = {},
+                       std::chrono::milliseconds timeout = 120s) {
+  SpawnedProcess process(argv, env);
+  process.close_stdin();
+  Finished finished;
+  finished.status = process.wait(timeout);
+  finished.out = process.out();
+  finished.err = process.err();
+  return finished;
+}
+
+/// True when `path` exists (without following a final symlink).
+inline bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+/// How many times `needle` occurs in `text`.
+inline int count(const std::string& text, const std::string& needle) {
+  int found = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++found;
+  return found;
+}
+
+}  // namespace apnea_locks::testing
