@@ -288,7 +288,9 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
   ReclaimOutcome outcome;
   std::optional<LockError> error;
 
-  if (expect.token) {
+  if (auto stop = expect.confirm ? expect.confirm() : std::nullopt) {
+    outcome.changed = *stop;
+  } else if (expect.token) {
     auto tombstone = remove_if_owned(system, lock, *expect.token, keep_tombstone);
     if (!tombstone) {
       error = tombstone.error();

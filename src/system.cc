@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -344,6 +345,28 @@ class RealSystem final : public System {
       }
       done += static_cast<std::size_t>(n);
     }
+  }
+
+  bool is_terminal(int fd) override { return ::isatty(fd) == 1; }
+
+  std::optional<Account> lookup_account(const std::string& name) override {
+    struct passwd entry {};
+    struct passwd* found = nullptr;
+    std::vector<char> buffer(16384);
+    if (::getpwnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
+        found == nullptr)
+      return std::nullopt;
+    return Account{entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir};
+  }
+
+  SysResult<void> become(const Account& account) override {
+    if (::setgroups(0, nullptr) != 0) return fail_errno();
+    if (::setgid(account.gid) != 0) return fail_errno();
+    if (::setuid(account.uid) != 0) return fail_errno();
+    // Check it stuck: a process that could regain root has not dropped anything.
+    if (::getuid() != account.uid || ::geteuid() != account.uid || ::setuid(0) == 0)
+      return fail(EPERM);
+    return {};
   }
 
  private:

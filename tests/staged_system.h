@@ -146,6 +146,21 @@ class StagedSystem : public System {
     return staged_passwd_home ? staged_passwd_home : real_.passwd_home(uid);
   }
   void random_bytes(std::span<std::byte> out) override { real_.random_bytes(out); }
+  bool is_terminal(int fd) override { return terminal.value_or(real_.is_terminal(fd)); }
+  std::optional<Account> lookup_account(const std::string& name) override {
+    auto found = accounts.find(name);
+    if (found != accounts.end()) return found->second;
+    return real_.lookup_account(name);
+  }
+  SysResult<void> become(const Account& account) override {
+    became.push_back(account);
+    return {};
+  }
+
+  /// Staged answers for is_terminal, lookup_account; become() only records.
+  std::optional<bool> terminal;
+  std::map<std::string, Account> accounts;
+  std::vector<Account> became;
 
   /// Number of calls whose name is `op`.
   int count(std::string_view op) const {

@@ -51,6 +51,14 @@ struct ProcessInfo {
   std::string command;            ///< command line, NULs shown as spaces; may be empty
 };
 
+/// A user account from the passwd database.
+struct Account {
+  std::string name;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::string home;
+};
+
 /// Every operating-system call the tool makes. `real_system()` talks to the kernel; tests
 /// wrap it (see tests/staged_system.h) to stage races, crashes and process tables.
 class System {
@@ -119,6 +127,15 @@ class System {
   virtual std::optional<std::string> passwd_home(std::uint32_t uid) = 0;
   /// Fills `out` with random bytes (getrandom(2)).
   virtual void random_bytes(std::span<std::byte> out) = 0;
+  /// isatty(3) of a descriptor of this process (0, 1, 2).
+  virtual bool is_terminal(int fd) = 0;
+
+  // Accounts (reclaim --user).
+  /// The passwd entry named `name`.
+  virtual std::optional<Account> lookup_account(const std::string& name) = 0;
+  /// Drops this process's privileges to `account` for good: supplementary groups, gid,
+  /// then uid (setgroups, setgid, setuid). Fails unless privileged.
+  virtual SysResult<void> become(const Account& account) = 0;
 };
 
 /// The process-wide System that talks to the kernel.

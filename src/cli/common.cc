@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -59,7 +58,7 @@ void print_error(std::string_view command, std::string_view message) {
 
 bool colour_wanted(System& system) {
   const auto no_colour = system.env("NO_COLOR");
-  return ::isatty(STDOUT_FILENO) == 1 && (!no_colour || no_colour->empty());
+  return system.is_terminal(1) && (!no_colour || no_colour->empty());
 }
 
 std::expected<std::int64_t, std::string> seconds_option(std::string_view name, double seconds) {
