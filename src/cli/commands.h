@@ -30,6 +30,8 @@ int inspect_command(const std::vector<std::string>& args);
 /// `path`: the lock path Apnea uses for a repository or home (src/cli/path.cc).
 int path_command(const std::vector<std::string>& args);
 
+/// `reclaim`: removes dead locks with Apnea's guarded protocol (src/cli/reclaim.cc).
+int reclaim_command(const std::vector<std::string>& args);
 /// `run`: holds an Apnea lock while a command runs (src/cli/run.cc).
 int run_command(const std::vector<std::string>& args);
 

@@ -1,0 +1,395 @@
+// apnea-locks reclaim: removes dead locks, and with --force malformed locks and debris, with
+// Apnea's own guarded protocol (src/repair.cc through src/lock.cc). Never a live owner.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "apnea_locks/classify.h"
+#include "apnea_locks/labels.h"
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/repair.h"
+#include "apnea_locks/scan.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/render.h"
+
+namespace apnea_locks::cli {
+namespace {
+
+constexpr std::string_view command_name = "reclaim";
+constexpr std::string_view usage_text =
+    "Usage: apnea-locks reclaim [OPTIONS] [LOCKPATH...]\n\n"
+    "Removes Apnea locks whose owner is proven dead, with Apnea's guarded protocol: the\n"
+    "owner is re-probed and its token re-checked under <lock>.reclaim before the lock is\n"
+    "renamed to a tombstone. With --force also malformed locks, locks proven dead only by\n"
+    "the clock, leftover candidates and tombstones, and old reclaim guards. Never a lock\n"
+    "whose owner is alive. Targets: the current directory's repository lock by default,\n"
+    "--repo, --home, lock entry paths, or --all (with each lock's guard, candidates and\n"
+    "tombstones).\n\n"
+    "Exit status: 0 every requested target is clean, 1 something was refused or changed\n"
+    "(or the guard is held), 2 usage error, 3 the lock area is unsafe or unreadable.";
+
+struct ReclaimOptions {
+  AreaOptions area;
+  std::vector<std::string> repos;
+  std::vector<std::string> homes;
+  std::vector<std::string> paths;
+  std::string user;
+  bool all = false;
+  bool force = false;
+  bool dry_run = false;
+  bool yes = false;
+  bool json = false;
+  bool keep_tombstone = false;
+  double tolerance = 2;
+  double guard_age = 60;
+};
+
+po::options_description describe(ReclaimOptions& o) {
+  po::options_description options("Options");
+  options.add_options()
+      ("help,h", "show this help")
+      ("repo", po::value(&o.repos)->composing()->value_name("PATH"),
+       "the repository lock of PATH (repeatable; default: the current directory)")
+      ("home", po::value(&o.homes)->composing()->value_name("PATH"),
+       "the global setup lock of the account whose home is PATH")
+      ("all", po::bool_switch(&o.all), "every entry of the lock area that needs attention")
+      ("force", po::bool_switch(&o.force),
+       "also malformed locks, clock-only proofs, debris and leftover reclaim guards")
+      ("dry-run", po::bool_switch(&o.dry_run), "print what would be removed and why; change nothing")
+      ("yes,y", po::bool_switch(&o.yes), "do not ask for confirmation")
+      ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
+      ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
+       "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
+      ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
+       "a process started this much after its owner record was written is a reused pid")
+      ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
+       "reclaim guards older than this are left over (removed with --force)")
+      ("user", po::value(&o.user)->value_name("NAME"),
+       "(root) act on NAME's lock area as NAME: /tmp/apnea-<uid>/operation-locks unless --lock-dir");
+  add_area_options(options, o.area);
+  return options;
+}
+
+/// One entry reclaim looks at, with its verdict and plan.
+struct Target {
+  EntryFacts facts;
+  Verdict verdict;
+  std::optional<EntryLabel> label;
+  RepairStep plan;
+  RepairResult result;
+};
+
+/// Guards first (so --force can clear a leftover guard before its lock is reclaimed), then
+/// locks, then candidates and tombstones; by name within each.
+int order_of(EntryRole role) {
+  switch (role) {
+    case EntryRole::reclaim_guard: return 0;
+    case EntryRole::lock: return 1;
+    default: return 2;
+  }
+}
+
+bool acts(const RepairStep& plan) {
+  return plan.action != RepairAction::skip && plan.action != RepairAction::refuse;
+}
+
+std::string describe_target(const Target& t) {
+  std::string what(role_name(t.facts.parsed.role));
+  if (t.facts.parsed.role == EntryRole::lock) what = std::string(kind_name(t.facts.parsed.kind)) + " lock";
+  if (t.label) what += " of " + t.label->path;
+  return what;
+}
+
+std::string owner_text(const EntryFacts& facts) {
+  if (!facts.owner || !facts.owner->owner) return {};
+  const Owner& owner = *facts.owner->owner;
+  std::string text = fmt::format("owner pid {} token {}", pid_text(owner.pid), owner.token);
+  if (facts.owner->owner_stat) text += ", written " + format_time(facts.owner->owner_stat->mtime_ns);
+  return text;
+}
+
+/// The resource Apnea's messages name for an entry's lock.
+std::string resource_of(const Target& t) {
+  if (!t.label) return t.facts.parsed.lock_name();
+  if (t.label->kind == LockKind::global_setup) return "global setup at " + t.label->path;
+  return t.label->path;
+}
+
+void print_plan_line(const Target& t, bool dry_run) {
+  const std::string owner = owner_text(t.facts);
+  if (acts(t.plan)) {
+    fmt::print("{} {} {} ({}; proof or reason: {}{}{})\n", dry_run ? "would" : "will",
+               action_name(t.plan.action), t.facts.path, describe_target(t), t.plan.why,
+               owner.empty() ? "" : "; ", owner);
+  } else {
+    fmt::print("{} {}: {}\n", t.plan.action == RepairAction::refuse ? "refuse" : "skip",
+               t.facts.path, t.plan.why);
+  }
+}
+
+void print_result_line(const Target& t, bool keep_tombstone) {
+  if (t.result.outcome == RepairOutcome::removed) {
+    fmt::print("removed {} ({})\n", t.facts.path, describe_target(t));
+    if (keep_tombstone && !t.result.tombstone.empty())
+      fmt::print("  kept as {}\n", t.result.tombstone);
+    return;
+  }
+  fmt::print("{} {}: {}\n", outcome_name(t.result.outcome), t.facts.path, t.result.detail);
+}
+
+void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std::vector<Target>& targets,
+                const std::map<std::string, int>& counts) {
+  JsonWriter json(stdout);
+  json.begin_object();
+  json.key("lock_dir").string(lock_dir);
+  json.key("dry_run").boolean(o.dry_run);
+  json.key("force").boolean(o.force);
+  json.key("targets").begin_array();
+  for (const Target& t : targets) {
+    json.begin_object();
+    json.key("path").string(t.facts.path);
+    json.key("name").string(t.facts.name);
+    json.key("role").string(role_name(t.facts.parsed.role));
+    json.key("kind").string(kind_name(t.facts.parsed.kind));
+    json.key("label").optional_string(t.label ? std::optional(t.label->path) : std::nullopt);
+    json.key("state").string(state_name(t.verdict.state));
+    json.key("reason").string(t.verdict.reason);
+    json.key("apnea_verdict")
+        .optional_string(t.verdict.apnea_verdict
+                             ? std::optional(std::string(apnea_verdict_name(*t.verdict.apnea_verdict)))
+                             : std::nullopt);
+    json.key("proof").string(proof_name(t.verdict.proof));
+    json.key("certain").boolean(t.verdict.certain);
+    json.key("owner");
+    if (t.facts.owner && t.facts.owner->owner) {
+      json.begin_object();
+      json.key("pid").number_text(pid_text(t.facts.owner->owner->pid));
+      json.key("token").string(t.facts.owner->owner->token);
+      json.key("written").optional_string(
+          t.facts.owner->owner_stat ? std::optional(format_time(t.facts.owner->owner_stat->mtime_ns, true))
+                                    : std::nullopt);
+      json.end_object();
+    } else {
+      json.null();
+    }
+    json.key("owner_bytes").optional_string(t.facts.owner && t.facts.owner->bytes
+                                                ? std::optional(escape_bytes(*t.facts.owner->bytes))
+                                                : std::nullopt);
+    json.key("action").string(action_name(t.plan.action));
+    json.key("why").string(t.plan.why);
+    json.key("outcome").string(o.dry_run && acts(t.plan) ? "would-remove" : outcome_name(t.result.outcome));
+    json.key("detail").string(t.result.detail);
+    json.key("tombstone").optional_string(t.result.tombstone.empty() ? std::nullopt
+                                                                     : std::optional(t.result.tombstone));
+    json.end_object();
+  }
+  json.end_array();
+  json.key("summary").begin_object();
+  for (const auto& [name, count] : counts) json.key(name).integer(count);
+  json.end_object();
+  json.end_object();
+  json.finish();
+}
+
+/// Asks on the terminal; true when the answer is yes.
+bool confirmed(std::size_t count) {
+  fmt::print(stderr, "Remove {} entr{} listed above? [y/N] ", count, count == 1 ? "y" : "ies");
+  std::fflush(stderr);
+  std::string answer;
+  if (!std::getline(std::cin, answer)) return false;
+  return answer == "y" || answer == "Y" || answer == "yes" || answer == "YES";
+}
+
+}  // namespace
+
+int reclaim_command(const std::vector<std::string>& args) {
+  ReclaimOptions o;
+  const po::options_description options = describe(o);
+  po::options_description hidden;
+  hidden.add_options()("path", po::value(&o.paths)->composing());
+  po::positional_options_description positional;
+  positional.add("path", -1);
+  auto parsed = parse_command_line(command_name, usage_text, args, options, &hidden, &positional);
+  if (!parsed) return parsed.error();
+  auto usage_error = [](std::string_view message) {
+    print_error(command_name, message);
+    return exit_usage;
+  };
+  auto tolerance = seconds_option("tolerance", o.tolerance);
+  if (!tolerance) return usage_error(tolerance.error());
+  auto guard_age = seconds_option("guard-age", o.guard_age);
+  if (!guard_age) return usage_error(guard_age.error());
+  if (o.all && (!o.repos.empty() || !o.homes.empty() || !o.paths.empty()))
+    return usage_error("--all names every entry: give no other target");
+
+  System& system = real_system();
+  AreaOptions area_options = o.area;
+  if (!o.user.empty()) {
+    if (system.uid() != 0) return usage_error("--user needs root");
+    auto account = system.lookup_account(o.user);
+    if (!account) return usage_error(fmt::format("--user {}: no such account", o.user));
+    if (area_options.lock_dir.empty())
+      area_options.lock_dir = node_join(node_join("/tmp", fmt::format("apnea-{}", account->uid)), "operation-locks");
+    // Everything from here on runs as that account: ownership checks and anything created
+    // stay theirs.
+    if (auto dropped = system.become(*account); !dropped) {
+      print_error(command_name, fmt::format("cannot become {}: {}", o.user, errno_text(dropped.error())));
+      return exit_unsafe;
+    }
+  }
+  const LockArea area = resolve_area(system, area_options);
+
+  // What was asked for: whole locks (with their guard, candidates and tombstones) by lock
+  // name, or single entries by name.
+  LabelIndex labels;
+  std::set<std::string> lock_names;
+  std::set<std::string> entry_names;
+  for (const std::string& root : o.repos) {
+    auto name = labels.add_repository(system, root);
+    if (!name) return usage_error(fmt::format("--repo {}: {}", root, errno_text(name.error())));
+    lock_names.insert(*name);
+  }
+  for (const std::string& home : o.homes) {
+    auto name = labels.add_home(system, home);
+    if (!name) return usage_error(fmt::format("--home {}: {}", home, errno_text(name.error())));
+    lock_names.insert(*name);
+  }
+  const std::string area_dir = node_normalize(area.directory);
+  for (const std::string& path : o.paths) {
+    const std::string normal = node_normalize(path);
+    const bool bare = normal.find('/') == std::string::npos;
+    if (!bare && node_dirname(normal) != area_dir)
+      return usage_error(fmt::format("{}: not an entry of the lock area {}", path, area_dir));
+    const std::string name = bare ? normal : normal.substr(normal.rfind('/') + 1);
+    const EntryName entry = parse_entry_name(name);
+    if (entry.role == EntryRole::unknown)
+      return usage_error(fmt::format("{}: not an Apnea lock entry name", path));
+    if (entry.role == EntryRole::lock) lock_names.insert(name);
+    else entry_names.insert(name);
+  }
+  if (!o.all && lock_names.empty() && entry_names.empty()) {
+    auto name = labels.add_repository(system, ".");
+    if (!name) return usage_error(fmt::format("the current directory: {}", errno_text(name.error())));
+    lock_names.insert(*name);
+  }
+  {  // Labels for the output: the current directory and this account's home.
+    (void)labels.add_repository(system, ".");
+    const std::string home = node_homedir(system);
+    if (!home.empty()) (void)labels.add_home(system, home);
+  }
+
+  const AreaCheck check = check_lock_area(system, area);
+  if (!check.safe() && check.problem != AreaProblem::missing) {
+    print_error(command_name, check.message());
+    return exit_unsafe;
+  }
+
+  RepairPolicy policy;
+  policy.force = o.force;
+  policy.keep_tombstone = o.keep_tombstone;
+  policy.classify.now_ns = system.now_ns();
+  policy.classify.area_uid = system.uid();
+  policy.classify.reuse_tolerance_ns = *tolerance;
+  policy.classify.guard_threshold_ns = *guard_age;
+  if (area.explicit_directory) policy.classify.lock_dir_option = area.directory;
+
+  std::vector<Target> targets;
+  std::set<std::string> seen_locks;
+  auto consider = [&](const EntryFacts& facts) {
+    const std::string lock = facts.parsed.lock_name();
+    const bool wanted = o.all ? facts.parsed.role != EntryRole::unknown
+                              : lock_names.count(lock) != 0 || entry_names.count(facts.name) != 0;
+    if (!wanted) return;
+    if (facts.parsed.role == EntryRole::lock) seen_locks.insert(facts.name);
+    const EntryLabel* label = labels.find(lock);
+    Target t{facts, classify(facts, policy.classify, label),
+             label ? std::optional(*label) : std::nullopt, {}, {}};
+    // --all asks for what needs attention (and what Apnea would reclaim by itself): a live
+    // owner or work in flight was not asked for.
+    if (o.all && t.verdict.state != EntryState::stale && t.verdict.state != EntryState::malformed &&
+        t.verdict.state != EntryState::debris && t.verdict.state != EntryState::leftover)
+      return;
+    t.plan = plan_repair(t.facts, t.verdict, o.force);
+    targets.push_back(std::move(t));
+  };
+  if (check.safe()) {
+    auto scanned = scan_area(system, area.directory, policy.classify.area_uid, [&](const EntryFacts& facts) {
+      consider(facts);
+      return true;
+    });
+    if (!scanned) {
+      print_error(command_name, fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
+                                            errno_text(scanned.error())));
+      return exit_unsafe;
+    }
+  }
+  for (const std::string& name : lock_names) {  // asked for, but there is no such lock
+    if (seen_locks.count(name) != 0) continue;
+    EntryFacts facts;
+    facts.name = name;
+    facts.path = entry_path(area.directory, name);
+    facts.parsed = parse_entry_name(name);
+    consider(facts);
+  }
+  std::sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) {
+    return std::pair(order_of(a.facts.parsed.role), a.facts.name) <
+           std::pair(order_of(b.facts.parsed.role), b.facts.name);
+  });
+
+  const std::size_t removals =
+      static_cast<std::size_t>(std::count_if(targets.begin(), targets.end(), [](const Target& t) { return acts(t.plan); }));
+  if (!o.json)
+    for (const Target& t : targets) print_plan_line(t, o.dry_run);
+
+  bool proceed = !o.dry_run && removals > 0;
+  if (proceed && !o.yes) {
+    if (!system.is_terminal(0)) {
+      print_error(command_name, "not a terminal: nothing removed; pass --yes to confirm");
+      return exit_usage;
+    }
+    if (o.json) {
+      print_error(command_name, "--json needs --yes to remove anything");
+      return exit_usage;
+    }
+    if (!confirmed(removals)) {
+      print_error(command_name, "not confirmed: nothing removed");
+      return exit_attention;
+    }
+  }
+
+  std::map<std::string, int> counts;
+  bool refused = false;
+  for (Target& t : targets) {
+    if (!acts(t.plan) || !proceed) {
+      t.result.outcome = t.plan.action == RepairAction::refuse ? RepairOutcome::refused : RepairOutcome::skipped;
+      t.result.detail = t.plan.why;
+    } else {
+      policy.resource = resource_of(t);
+      // The ticket's record of what is removed, printed before it is.
+      if (!o.json && t.facts.parsed.role == EntryRole::lock)
+        fmt::print("reclaiming {}: {}{}proof {}\n", t.facts.path, owner_text(t.facts),
+                   owner_text(t.facts).empty() ? "" : "; ", t.plan.why);
+      std::fflush(stdout);
+      t.result = execute_repair(system, t.facts, t.plan, policy);
+      if (!o.json) print_result_line(t, o.keep_tombstone);
+    }
+    const RepairOutcome outcome = t.result.outcome;
+    if (outcome == RepairOutcome::refused || outcome == RepairOutcome::changed ||
+        outcome == RepairOutcome::guard_held || outcome == RepairOutcome::failed)
+      refused = true;
+    ++counts[o.dry_run && acts(t.plan) ? "would_remove" : std::string(outcome_name(t.result.outcome))];
+  }
+  if (o.json) write_json(area.directory, o, targets, counts);
+  else if (targets.empty()) fmt::print("nothing to reclaim in {}\n", area.directory);
+  return refused ? exit_attention : exit_ok;
+}
+
+}  // namespace apnea_locks::cli

@@ -1,0 +1,225 @@
+// apnea-locks reclaim as a user runs it: real areas, the real binary, checked on disk.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+
+#include "apnea_locks/names.h"
+#include "area_builder.h"
+#include "run_test_util.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::testing;
+
+namespace {
+
+/// A lock area (`<scratch>/locks`, 0700) and a repository whose lock lives there.
+struct Area {
+  Scratch scratch;
+  std::string dir = scratch.locks;
+  std::string lock;  ///< the repository's lock path
+  Area() {
+    make_dir(dir);
+    lock = dir + "/" + lock_name(LockKind::repository, lock_key(LockKind::repository, scratch.repo));
+  }
+  Finished reclaim(std::vector<std::string> args) {
+    std::vector<std::string> argv{locks_bin(), "reclaim", "--lock-dir", dir};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return finish(argv);
+  }
+  std::string entry(const std::string& suffix) const { return lock + suffix; }
+};
+
+boost::json::object parse_object(const std::string& text) {
+  CAPTURE(text);
+  return boost::json::parse(text).as_object();
+}
+
+}  // namespace
+
+TEST_CASE("a dead owner's lock: --dry-run changes nothing, no terminal needs --yes, --yes removes") {
+  Area a;
+  const pid_t dead = dead_pid();
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead));
+  const auto before = snapshot(a.scratch.root);
+
+  Finished dry = a.reclaim({"--repo", a.scratch.repo, "--dry-run"});
+  CAPTURE(dry.err);
+  CHECK(dry.status == 0);
+  CHECK(dry.out.find("would reclaim " + a.lock) != std::string::npos);
+  CHECK(dry.out.find("pid-dead") != std::string::npos);
+  CHECK(snapshot(a.scratch.root) == before);
+
+  Finished unconfirmed = a.reclaim({"--repo", a.scratch.repo});
+  CHECK(unconfirmed.status == 2);
+  CHECK(unconfirmed.err.find("not a terminal") != std::string::npos);
+  CHECK(snapshot(a.scratch.root) == before);
+
+  Finished done = a.reclaim({"--repo", a.scratch.repo, "--yes", "--json"});
+  CAPTURE(done.err);
+  CHECK(done.status == 0);
+  auto report = parse_object(done.out);
+  auto& target = report.at("targets").as_array().at(0).as_object();
+  CHECK(target.at("outcome").as_string() == "removed");
+  CHECK(target.at("proof").as_string() == "pid-dead");
+  CHECK(target.at("owner").at("pid").to_number<double>() == dead);
+  CHECK(target.at("owner").at("token").as_string() == test_token);
+  CHECK_FALSE(exists(a.lock));
+  CHECK_FALSE(exists(a.entry(".reclaim")));
+}
+
+TEST_CASE("a live owner is refused even with --force --yes, naming the process") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(::getpid()));
+  const auto before = snapshot(a.scratch.root);
+  Finished refused = a.reclaim({"--repo", a.scratch.repo, "--force", "--yes"});
+  CHECK(refused.status == 1);
+  CHECK(refused.out.find("owner pid " + std::to_string(::getpid()) + " is alive") != std::string::npos);
+  CHECK(refused.out.find("reclaim_cli_test") != std::string::npos);  // its command line
+  CHECK(snapshot(a.scratch.root) == before);
+}
+
+TEST_CASE("a malformed lock needs --force; the printed record carries its bytes") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(1), 0700, 0644);
+  Finished plain = a.reclaim({"--repo", a.scratch.repo, "--yes"});
+  CHECK(plain.status == 1);
+  CHECK(plain.out.find("owner-mode-0644") != std::string::npos);
+  CHECK(exists(a.lock));
+  Finished forced = a.reclaim({"--repo", a.scratch.repo, "--yes", "--force", "-J"});
+  CHECK(forced.status == 0);
+  auto target = parse_object(forced.out).at("targets").as_array().at(0).as_object();
+  CHECK(target.at("action").as_string() == "reclaim-malformed");
+  // Escaped as inspect shows raw bytes: quotes and backslashes escaped, other bytes as \xNN.
+  std::string escaped;
+  for (char c : owner_json(1)) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  CHECK(target.at("owner_bytes").as_string() == escaped);
+  CHECK_FALSE(exists(a.lock));
+}
+
+TEST_CASE("--all --force cleans every dead entry and leaves live and unknown ones") {
+  Area a;
+  const pid_t dead = dead_pid();
+  const std::string name = a.lock.substr(a.dir.size() + 1);
+  make_entry(a.dir, name, owner_json(dead));                                      // stale
+  make_entry(a.dir, name + ".candidate.c1", owner_json(dead, "c1"));              // debris
+  make_entry(a.dir, name + ".tombstone.t1", owner_json(dead));                    // debris
+  const std::string other = fake_lock_name("other");
+  make_entry(a.dir, other, "{not json", 0700, 0600);                              // malformed
+  make_dir(a.dir + "/" + other + ".reclaim");                                     // leftover guard
+  age_path(a.dir + "/" + other + ".reclaim", 3600);
+  const std::string live = fake_lock_name("live");
+  make_entry(a.dir, live, owner_json(::getpid()));                                // live
+  write_file(a.dir + "/notes.txt", "mine");                                       // unknown
+
+  Finished plain = a.reclaim({"--all", "--yes"});
+  CHECK(plain.status == 1);  // the malformed lock, debris and guard need --force
+  CHECK_FALSE(exists(a.lock));  // but the dead owner's lock went
+  CHECK(exists(a.dir + "/" + other));
+
+  Finished forced = a.reclaim({"--all", "--yes", "--force"});
+  CAPTURE(forced.out);
+  CAPTURE(forced.err);
+  CHECK(forced.status == 0);
+  std::vector<std::string> left;
+  (void)real_system().list_directory(a.dir, [&](const DirEntry& e) {
+    left.push_back(e.name);
+    return true;
+  });
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> expected{live, "notes.txt"};
+  std::sort(expected.begin(), expected.end());
+  CHECK(left == expected);
+}
+
+TEST_CASE("a leftover guard blocks reclamation with Apnea's message until --force removes it") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  make_dir(a.entry(".reclaim"));
+  age_path(a.entry(".reclaim"), 3600);
+  Finished blocked = a.reclaim({"--repo", a.scratch.repo, "--yes"});
+  CHECK(blocked.status == 1);
+  CHECK(exists(a.lock));
+  CHECK(exists(a.entry(".reclaim")));
+  Finished forced = a.reclaim({"--repo", a.scratch.repo, "--yes", "--force"});
+  CAPTURE(forced.out);
+  CHECK(forced.status == 0);
+  CHECK_FALSE(exists(a.lock));
+  CHECK_FALSE(exists(a.entry(".reclaim")));
+
+  // A guard in flight (fresh) is someone's reclamation: it is not removed, and its lock is
+  // reported as guarded with Apnea's text.
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  make_dir(a.entry(".reclaim"));
+  Finished held = a.reclaim({"--repo", a.scratch.repo, "--yes", "--force"});
+  CHECK(held.status == 1);
+  CHECK(held.out.find("Apnea stale-lock reclamation is guarded at " + a.entry(".reclaim")) != std::string::npos);
+  CHECK(exists(a.entry(".reclaim")));
+}
+
+TEST_CASE("--keep-tombstone keeps the renamed lock") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  Finished done = a.reclaim({"--repo", a.scratch.repo, "--yes", "--keep-tombstone"});
+  CHECK(done.status == 0);
+  CHECK_FALSE(exists(a.lock));
+  CHECK(count(done.out, "kept as " + a.lock + ".tombstone.") == 1);
+}
+
+TEST_CASE("usage and unsafe areas: distinct exit codes, nothing changed") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  const auto before = snapshot(a.scratch.root);
+  Finished outside = a.reclaim({a.scratch.root + "/elsewhere/" + a.lock.substr(a.dir.size() + 1), "--yes"});
+  CHECK(outside.status == 2);
+  CHECK(outside.err.find("not an entry of the lock area") != std::string::npos);
+  Finished unknown = a.reclaim({a.dir + "/notes.txt", "--yes"});
+  CHECK(unknown.status == 2);
+  Finished both = a.reclaim({"--all", "--repo", a.scratch.repo});
+  CHECK(both.status == 2);
+  Finished bad = a.reclaim({"--frobnicate"});
+  CHECK(bad.status == 2);
+  CHECK(snapshot(a.scratch.root) == before);
+
+  // A symlinked lock area is refused before anything is read or removed.
+  const std::string link = a.scratch.root + "/link";
+  REQUIRE(::symlink(a.dir.c_str(), link.c_str()) == 0);
+  Finished unsafe = finish({locks_bin(), "reclaim", "--lock-dir", link, "--all", "--force", "--yes"});
+  CHECK(unsafe.status == 3);
+  CHECK(unsafe.err.find(link) != std::string::npos);
+  ::chmod(a.dir.c_str(), 0777);
+  Finished open = a.reclaim({"--all", "--force", "--yes"});
+  CHECK(open.status == 3);
+  ::chmod(a.dir.c_str(), 0700);
+  CHECK(exists(a.lock));
+}
+
+TEST_CASE("--user drops to the account before touching its area (root only)") {
+  if (::getuid() != 0) {
+    Area a;
+    CHECK(a.reclaim({"--user", "nobody"}).status == 2);
+    return;
+  }
+  Area a;
+  CHECK(a.reclaim({"--user", "no-such-account-here", "--yes"}).status == 2);
+  // nobody's area inside our scratch folder, which nobody must be able to traverse.
+  ::chmod(a.scratch.root.c_str(), 0711);
+  const std::uint32_t nobody = 65534;
+  REQUIRE(::chown(a.dir.c_str(), nobody, nobody) == 0);
+  const std::string name = a.lock.substr(a.dir.size() + 1);
+  make_entry(a.dir, name, owner_json(dead_pid()));
+  REQUIRE(::chown(a.lock.c_str(), nobody, nobody) == 0);
+  REQUIRE(::chown((a.lock + "/owner.json").c_str(), nobody, nobody) == 0);
+  // An entry root left there is, to nobody, another account's: malformed, not theirs.
+  const std::string roots = fake_lock_name("root-owned");
+  make_entry(a.dir, roots, owner_json(dead_pid()));
+
+  Finished done = a.reclaim({"--user", "nobody", "--all", "--yes"});
+  CAPTURE(done.out);
+  CAPTURE(done.err);
+  CHECK(done.status == 1);  // the root-owned lock is malformed to nobody: needs --force
+  CHECK_FALSE(exists(a.lock));
+  CHECK(exists(a.dir + "/" + roots));
+  CHECK(done.out.find("lock-foreign-owner") != std::string::npos);
+}
