@@ -7,6 +7,7 @@
 
 #include "apnea_locks/names.h"
 #include "area_builder.h"
+#include "process_util.h"
 #include "run_test_util.h"
 
 using namespace apnea_locks;
@@ -222,4 +223,23 @@ TEST_CASE("--user drops to the account before touching its area (root only)") {
   CHECK_FALSE(exists(a.lock));
   CHECK(exists(a.dir + "/" + roots));
   CHECK(done.out.find("lock-foreign-owner") != std::string::npos);
+}
+
+TEST_CASE("on a terminal it lists the targets and asks; only yes removes") {
+  // script(1) gives the command a pseudo-terminal and types our answer into it.
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  const std::string command = shell_quote(locks_bin()) + " reclaim --lock-dir " + shell_quote(a.dir) +
+                              " --repo " + shell_quote(a.scratch.repo);
+  Finished no = finish({"sh", "-c", "echo n | script -qec \"$0\" /dev/null", command});
+  CAPTURE(no.out);
+  CHECK(no.status == 1);
+  CHECK(no.out.find("will reclaim " + a.lock) != std::string::npos);
+  CHECK(no.out.find("[y/N]") != std::string::npos);
+  CHECK(exists(a.lock));
+  Finished yes = finish({"sh", "-c", "echo y | script -qec \"$0\" /dev/null", command});
+  CAPTURE(yes.out);
+  CHECK(yes.status == 0);
+  CHECK(yes.out.find("removed " + a.lock) != std::string::npos);
+  CHECK_FALSE(exists(a.lock));
 }
