@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -104,6 +105,47 @@ class Zombie {
 
  private:
   pid_t pid_ = -1;
+};
+
+/// A child process blocked until destroyed; optionally running as another uid.
+class Sleeper {
+ public:
+  explicit Sleeper(std::optional<uid_t> as_uid = std::nullopt) {
+    int ready[2];
+    int hold[2];
+    if (::pipe(ready) != 0 || ::pipe(hold) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      ::close(hold[1]);
+      if (as_uid && ::setuid(*as_uid) != 0) ::_exit(1);
+      char byte = 1;
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+      while (::read(hold[0], &byte, 1) > 0) {
+      }
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(hold[0]);
+    hold_ = hold[1];
+    char byte = 0;
+    ok_ = ::read(ready[0], &byte, 1) == 1;  // the child is set up (and setuid done)
+    ::close(ready[0]);
+  }
+  ~Sleeper() {
+    ::close(hold_);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  pid_t pid() const { return pid_; }
+  bool ok() const { return ok_; }
+
+ private:
+  pid_t pid_ = -1;
+  int hold_ = -1;
+  bool ok_ = false;
 };
 
 /// One path's observable state: type, mode, uid, size, mtime, inode.

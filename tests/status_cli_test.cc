@@ -103,47 +103,6 @@ std::int64_t pid_max() {
   return value;
 }
 
-/// A child process blocked until destroyed; optionally running as another uid.
-class Sleeper {
- public:
-  explicit Sleeper(std::optional<uid_t> as_uid = std::nullopt) {
-    int ready[2];
-    int hold[2];
-    if (::pipe(ready) != 0 || ::pipe(hold) != 0) std::abort();
-    pid_ = ::fork();
-    if (pid_ < 0) std::abort();
-    if (pid_ == 0) {
-      ::close(ready[0]);
-      ::close(hold[1]);
-      if (as_uid && ::setuid(*as_uid) != 0) ::_exit(1);
-      char byte = 1;
-      if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
-      while (::read(hold[0], &byte, 1) > 0) {
-      }
-      ::_exit(0);
-    }
-    ::close(ready[1]);
-    ::close(hold[0]);
-    hold_ = hold[1];
-    char byte = 0;
-    ok_ = ::read(ready[0], &byte, 1) == 1;  // the child is set up (and setuid done)
-    ::close(ready[0]);
-  }
-  ~Sleeper() {
-    ::close(hold_);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  Sleeper(const Sleeper&) = delete;
-  Sleeper& operator=(const Sleeper&) = delete;
-  pid_t pid() const { return pid_; }
-  bool ok() const { return ok_; }
-
- private:
-  pid_t pid_ = -1;
-  int hold_ = -1;
-  bool ok_ = false;
-};
-
 /// A thread of this process that waits until destroyed; its tid is not a process leader.
 class WaitingThread {
  public:

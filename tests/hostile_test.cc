@@ -1,0 +1,210 @@
+// Hostile lock areas (issue 8, item 5): every case gets a clear verdict or error from status
+// and reclaim, with no hang, no crash, nothing outside the area touched, and nothing with
+// malformed metadata removed without --force.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <functional>
+
+#include "area_builder.h"
+#include "run_test_util.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::testing;
+
+namespace {
+
+/// A scratch folder holding the lock area `locks/` and, beside it, `outside/` (files a
+/// hostile entry points at), which must never change.
+struct Hostile {
+  Scratch scratch;
+  std::string dir = scratch.locks;
+  std::string outside = scratch.root + "/outside";
+  std::string name = fake_lock_name("hostile");
+  std::string lock = dir + "/" + name;
+  Hostile() {
+    make_dir(dir);
+    make_dir(outside);
+    write_file(outside + "/owner.json", owner_json(dead_pid()));
+    write_file(outside + "/keep", "precious");
+  }
+  Finished run(const std::string& command, std::vector<std::string> args) {
+    std::vector<std::string> argv{locks_bin(), command, "--lock-dir", dir};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return finish(argv, {}, 60s);  // a hang fails the test instead of stalling it
+  }
+  /// The one entry's state and reason as status --json reports them.
+  std::pair<std::string, std::string> verdict() {
+    Finished status = run("status", {"--json"});
+    CAPTURE(status.err);
+    REQUIRE(status.status.has_value());
+    auto doc = boost::json::parse(status.out).as_object();
+    auto& entries = doc.at("entries").as_array();
+    REQUIRE(entries.size() == 1);
+    auto& entry = entries.at(0).as_object();
+    return {std::string(entry.at("state").as_string()), std::string(entry.at("reason").as_string())};
+  }
+};
+
+struct OwnerCase {
+  const char* what;
+  std::function<void(Hostile&)> build;
+  const char* state;
+  const char* reason;
+};
+
+}  // namespace
+
+TEST_CASE("hostile owner records: a verdict each, nothing outside touched, --force needed") {
+  const OwnerCase cases[] = {
+      {"owner.json is a FIFO", [](Hostile& h) {
+         make_dir(h.lock);
+         REQUIRE(::mkfifo((h.lock + "/owner.json").c_str(), 0600) == 0);
+       }, "malformed", "owner-fifo"},
+      {"owner.json is a symlink out of the area", [](Hostile& h) {
+         make_dir(h.lock);
+         REQUIRE(::symlink((h.outside + "/owner.json").c_str(), (h.lock + "/owner.json").c_str()) == 0);
+       }, "malformed", "owner-symlink"},
+      {"owner.json is a directory", [](Hostile& h) {
+         make_dir(h.lock);
+         make_dir(h.lock + "/owner.json");
+       }, "malformed", "owner-directory"},
+      {"owner.json is a 1 GiB sparse file", [](Hostile& h) {
+         make_dir(h.lock);
+         write_file(h.lock + "/owner.json", "{");
+         REQUIRE(::truncate((h.lock + "/owner.json").c_str(), 1LL << 30) == 0);
+       }, "malformed", "owner-too-large"},
+      {"pid 1e400", [](Hostile& h) { make_entry(h.dir, h.name, R"({"pid":1e400,"token":"t"})"); },
+       "malformed", "pid-not-positive-integer"},
+      {"the lock is a symlink to a directory outside", [](Hostile& h) {
+         REQUIRE(::symlink(h.outside.c_str(), h.lock.c_str()) == 0);
+       }, "malformed", "lock-symlink"},
+      {"the lock is world-readable", [](Hostile& h) { make_entry(h.dir, h.name, owner_json(1), 0755); },
+       "malformed", "lock-mode-0755"},
+  };
+  for (const OwnerCase& c : cases) {
+    CAPTURE(c.what);
+    Hostile h;
+    c.build(h);
+    const auto outside_before = snapshot(h.outside);
+    const auto area_before = snapshot(h.dir);
+    auto [state, reason] = h.verdict();
+    CHECK(state == c.state);
+    CHECK(reason == c.reason);
+
+    Finished plain = h.run("reclaim", {"--all", "--yes"});
+    CAPTURE(plain.out);
+    CHECK(plain.status == 1);  // refused: needs --force
+    CHECK(snapshot(h.dir) == area_before);
+
+    Finished forced = h.run("reclaim", {"--all", "--yes", "--force"});
+    CAPTURE(forced.out);
+    CAPTURE(forced.err);
+    CHECK(forced.status == 0);
+    CHECK_FALSE(exists(h.lock));
+    CHECK(snapshot(h.outside) == outside_before);
+  }
+}
+
+TEST_CASE("hostile but acceptable records: Apnea accepts them, so the owner's pid decides") {
+  const OwnerCase cases[] = {
+      {"invalid UTF-8 in the token", [](Hostile& h) {
+         make_entry(h.dir, h.name, "{\"pid\":" + std::to_string(dead_pid()) + ",\"token\":\"\xff\xfe\"}");
+       }, "stale", "pid-dead"},
+      {"nesting 1900 levels deep", [](Hostile& h) {
+         make_entry(h.dir, h.name, "{\"pid\":" + std::to_string(dead_pid()) + ",\"token\":\"t\",\"x\":" +
+                                       std::string(1900, '[') + std::string(1900, ']') + "}");
+       }, "stale", "pid-dead"},
+      {"owner.json hard-linked to a file outside", [](Hostile& h) {
+         make_dir(h.lock);
+         REQUIRE(::link((h.outside + "/owner.json").c_str(), (h.lock + "/owner.json").c_str()) == 0);
+       }, "stale", "pid-dead"},
+      {"a pid above pid_max", [](Hostile& h) { make_entry(h.dir, h.name, owner_json(1LL << 40)); },
+       "stale", "pid-out-of-range"},
+  };
+  for (const OwnerCase& c : cases) {
+    CAPTURE(c.what);
+    Hostile h;
+    c.build(h);
+    const std::string outside_owner = h.outside + "/owner.json";
+    struct stat before {};
+    REQUIRE(::stat(outside_owner.c_str(), &before) == 0);
+    auto [state, reason] = h.verdict();
+    CHECK(state == c.state);
+    CHECK(reason == c.reason);
+    // A certain proof of death: reclaimed without --force.
+    Finished done = h.run("reclaim", {"--all", "--yes"});
+    CAPTURE(done.out);
+    CHECK(done.status == 0);
+    CHECK_FALSE(exists(h.lock));
+    // The hard-linked file outside keeps its content; only the area's link went.
+    struct stat after {};
+    REQUIRE(::stat(outside_owner.c_str(), &after) == 0);
+    CHECK(after.st_size == before.st_size);
+    CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+  }
+}
+
+TEST_CASE("owners that are zombies or another account's processes are proven dead") {
+  Hostile h;
+  Zombie zombie;
+  make_entry(h.dir, h.name, owner_json(zombie.pid()));
+  auto [state, reason] = h.verdict();
+  CHECK(state == "stale");
+  CHECK(reason == "zombie");
+  CHECK(h.run("reclaim", {"--all", "--yes"}).status == 0);
+  CHECK_FALSE(exists(h.lock));
+
+  if (::getuid() == 0) {
+    Sleeper other(65534);
+    REQUIRE(other.ok());
+    make_entry(h.dir, h.name, owner_json(other.pid()));
+    auto [other_state, other_reason] = h.verdict();
+    CHECK(other_state == "stale");
+    CHECK(other_reason == "pid-other-uid");
+    CHECK(h.run("reclaim", {"--all", "--yes"}).status == 0);
+    CHECK_FALSE(exists(h.lock));
+  }
+}
+
+TEST_CASE("hostile areas: refused before anything is read, the target left untouched") {
+  SUBCASE("the area is a symlink to a directory the test owns") {
+    Hostile h;
+    make_entry(h.outside, fake_lock_name("x"), owner_json(dead_pid()));
+    const auto before = snapshot(h.outside);
+    const std::string link = h.scratch.root + "/area-link";
+    REQUIRE(::symlink(h.outside.c_str(), link.c_str()) == 0);
+    for (const std::string command : {"status", "reclaim"}) {
+      std::vector<std::string> argv{locks_bin(), command, "--lock-dir", link};
+      if (command == "reclaim") argv.insert(argv.end(), {"--all", "--force", "--yes"});
+      Finished result = finish(argv, {}, 60s);
+      CHECK(result.status == 3);
+      CHECK(result.err.find(link) != std::string::npos);
+    }
+    CHECK(snapshot(h.outside) == before);
+  }
+  SUBCASE("group- or world-writable") {
+    for (mode_t mode : {0770, 0707, 0777}) {
+      Hostile h;
+      make_entry(h.dir, h.name, owner_json(dead_pid()));
+      ::chmod(h.dir.c_str(), mode);
+      CHECK(h.run("status", {}).status == 3);
+      CHECK(h.run("reclaim", {"--all", "--force", "--yes"}).status == 3);
+      CHECK(exists(h.lock));
+    }
+  }
+  SUBCASE("owned by another uid") {
+    if (::getuid() != 0) return;  // only root can give a directory away
+    Hostile h;
+    make_entry(h.dir, h.name, owner_json(dead_pid()));
+    REQUIRE(::chown(h.dir.c_str(), 4242, 4242) == 0);
+    Finished status = h.run("status", {});
+    CHECK(status.status == 3);
+    CHECK(status.err.find("4242") != std::string::npos);
+    CHECK(h.run("reclaim", {"--all", "--force", "--yes"}).status == 3);
+    CHECK(exists(h.lock));
+  }
+}
