@@ -3,6 +3,7 @@
 #include <boost/json/basic_parser_impl.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -21,8 +22,16 @@ std::string pid_text(double pid) {
 std::string encode_owner(const Owner& owner) {
   // Apnea's tokens are UUIDs: nothing to escape. Anything else is escaped as JSON.stringify.
   std::string token;
-  for (unsigned char c : owner.token) {
-    if (c == '"' || c == '\\') {
+  for (std::size_t i = 0; i < owner.token.size(); ++i) {
+    const auto c = static_cast<unsigned char>(owner.token[i]);
+    if (c == 0xED && i + 2 < owner.token.size() &&
+        static_cast<unsigned char>(owner.token[i + 1]) >= 0xA0) {
+      // A lone surrogate, held as WTF-8 (decode_owner): JSON.stringify writes `\udXXX`.
+      const unsigned unit =
+          0xD000u | ((owner.token[i + 1] & 0x3Fu) << 6) | (owner.token[i + 2] & 0x3Fu);
+      token += fmt::format("\\u{:04x}", unit);
+      i += 2;
+    } else if (c == '"' || c == '\\') {
       token += '\\';
       token += static_cast<char>(c);
     } else if (c < 0x20) {
@@ -262,25 +271,41 @@ bool lone_surrogates_to_wtf8(std::string& text) {
   return changed;
 }
 
+/// Shortens, outside string literals, each number exponent larger in magnitude than
+/// `limit` to `limit` itself. Boost.JSON 1.81 fails a number whose exponent does not fit
+/// an int ("exponent overflow"), where JSON.parse reads Infinity or 0. With `limit` above
+/// the text's length plus 400, every such number keeps its double value: its mantissa has
+/// fewer digits than the text, so it is already far beyond DBL_MAX or below the smallest
+/// subnormal. Digits replace digits, so valid and invalid JSON stay so.
+void clamp_exponents(std::string& text, std::size_t limit) {
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if ((c != 'e' && c != 'E') || i == 0 || text[i - 1] < '0' || text[i - 1] > '9') continue;
+    std::size_t start = i + 1;
+    if (start < text.size() && (text[start] == '+' || text[start] == '-')) ++start;
+    std::size_t end = start, value = 0;
+    for (; end < text.size() && text[end] >= '0' && text[end] <= '9'; ++end)
+      value = std::min(value * 10 + static_cast<std::size_t>(text[end] - '0'), limit + 1);
+    if (value > limit) text.replace(start, end - start, std::to_string(limit));
+    i = start;
+  }
+}
+
 OwnerRejection reject(OwnerCheck check, std::string detail = {}) {
   OwnerRejection rejection;
   rejection.check = check;
   rejection.detail = std::move(detail);
   return rejection;
-}
-
-std::string_view type_name(FileType type) {
-  switch (type) {
-    case FileType::regular: return "file";
-    case FileType::directory: return "directory";
-    case FileType::symlink: return "symlink";
-    case FileType::fifo: return "fifo";
-    case FileType::socket: return "socket";
-    case FileType::block: return "block-device";
-    case FileType::character: return "char-device";
-    case FileType::unknown: break;
-  }
-  return "unknown";
 }
 
 }  // namespace
@@ -290,13 +315,13 @@ std::string OwnerRejection::reason() const {
     case OwnerCheck::lock_missing: return "lock-missing";
     case OwnerCheck::lock_unreadable: return "lock-unreadable";
     case OwnerCheck::lock_symlink: return "lock-symlink";
-    case OwnerCheck::lock_not_directory: return fmt::format("lock-{}", type_name(type));
+    case OwnerCheck::lock_not_directory: return fmt::format("lock-{}", file_type_name(type));
     case OwnerCheck::lock_foreign_owner: return "lock-foreign-owner";
     case OwnerCheck::lock_open_mode: return fmt::format("lock-mode-{:04o}", mode);
     case OwnerCheck::owner_missing: return "owner-missing";
     case OwnerCheck::owner_symlink: return "owner-symlink";
     case OwnerCheck::owner_unreadable: return "owner-unreadable";
-    case OwnerCheck::owner_not_regular: return fmt::format("owner-{}", type_name(type));
+    case OwnerCheck::owner_not_regular: return fmt::format("owner-{}", file_type_name(type));
     case OwnerCheck::owner_foreign_owner: return "owner-foreign-owner";
     case OwnerCheck::owner_open_mode: return fmt::format("owner-mode-{:04o}", mode);
     case OwnerCheck::owner_empty: return "owner-empty";
@@ -322,6 +347,7 @@ std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes) {
   // Such escapes become their WTF-8 bytes, which only this rewrite can have put in the
   // (otherwise valid UTF-8) text, so the parser is told to let them through.
   if (text.find("\\u") != std::string::npos) options.allow_invalid_utf8 = lone_surrogates_to_wtf8(text);
+  clamp_exponents(text, text.size() + 1000);
   json::basic_parser<OwnerHandler> parser(options);
   json::error_code error;
   const std::size_t used = parser.write_some(false, text.data(), text.size(), error);

@@ -417,6 +417,20 @@ System& real_system() {
   return system;
 }
 
+std::string_view file_type_name(FileType type) {
+  switch (type) {
+    case FileType::regular: return "file";
+    case FileType::directory: return "directory";
+    case FileType::symlink: return "symlink";
+    case FileType::fifo: return "fifo";
+    case FileType::socket: return "socket";
+    case FileType::block: return "block-device";
+    case FileType::character: return "char-device";
+    case FileType::unknown: break;
+  }
+  return "unknown";
+}
+
 std::string errno_text(const std::error_code& error) {
   const char* name = ::strerrorname_np(error.value());
   std::string message = error.message();

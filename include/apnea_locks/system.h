@@ -21,6 +21,10 @@ using SysResult = std::expected<T, std::error_code>;
 /// What kind of filesystem object a path names (lstat semantics, links not followed).
 enum class FileType { regular, directory, symlink, fifo, socket, block, character, unknown };
 
+/// "file", "directory", "symlink", "fifo", "socket", "block-device", "char-device" or
+/// "unknown".
+std::string_view file_type_name(FileType type);
+
 /// The parts of `struct stat` the protocol looks at.
 struct FileStat {
   FileType type = FileType::unknown;

@@ -89,20 +89,6 @@ const ProcessInfo* process_info(const EntryFacts& facts) {
   return &*facts.process->info;
 }
 
-std::string_view type_name(FileType type) {
-  switch (type) {
-    case FileType::regular: return "file";
-    case FileType::directory: return "directory";
-    case FileType::symlink: return "symlink";
-    case FileType::fifo: return "fifo";
-    case FileType::socket: return "socket";
-    case FileType::block: return "block-device";
-    case FileType::character: return "char-device";
-    case FileType::unknown: break;
-  }
-  return "unknown";
-}
-
 std::string yes_no(bool value) { return value ? "yes" : "no"; }
 
 }  // namespace
@@ -191,7 +177,7 @@ void write_entry_json(JsonWriter& json, const EntryView& entry) {
   json.key("guard");
   text_or_null(verdict.role == EntryRole::lock, guard_state_name(verdict.guard));
   json.key("type");
-  text_or_null(facts.stat.has_value(), facts.stat ? type_name(facts.stat->type) : "");
+  text_or_null(facts.stat.has_value(), facts.stat ? file_type_name(facts.stat->type) : "");
   json.key("age_ms");
   if (verdict.age_ns) json.integer(*verdict.age_ns / 1'000'000);
   else json.null();

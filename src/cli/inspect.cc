@@ -66,22 +66,8 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
 }
 
-std::string_view type_word(FileType type) {
-  switch (type) {
-    case FileType::regular: return "file";
-    case FileType::directory: return "directory";
-    case FileType::symlink: return "symlink";
-    case FileType::fifo: return "fifo";
-    case FileType::socket: return "socket";
-    case FileType::block: return "block-device";
-    case FileType::character: return "char-device";
-    case FileType::unknown: break;
-  }
-  return "unknown";
-}
-
 std::string stat_line(const FileStat& st, std::int64_t now_ns) {
-  return fmt::format("{}, mode {}, uid {}, size {}, mtime {} (age {}), inode {}", type_word(st.type),
+  return fmt::format("{}, mode {}, uid {}, size {}, mtime {} (age {}), inode {}", file_type_name(st.type),
                      format_mode(st.mode), st.uid, st.size, format_time(st.mtime_ns, true),
                      format_age(now_ns - st.mtime_ns), st.ino);
 }
@@ -92,7 +78,7 @@ void write_stat_json(JsonWriter& json, const std::optional<FileStat>& st) {
     return;
   }
   json.begin_object();
-  json.key("type").string(type_word(st->type));
+  json.key("type").string(file_type_name(st->type));
   json.key("mode").string(format_mode(st->mode));
   json.key("uid").integer(st->uid);
   json.key("size").integer(st->size);
