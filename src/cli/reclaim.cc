@@ -71,7 +71,8 @@ po::options_description describe(ReclaimOptions& o) {
       ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
        "a process started this much after its owner record was written is a reused pid")
       ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
-       "reclaim guards older than this are left over (removed with --force)")
+       "reclaim guards, and candidates/tombstones without a readable owner record, older than "
+       "this are left over (removed with --force)")
       ("user", po::value(&o.user)->value_name("NAME"),
        "(root) act on NAME's lock area as NAME: /tmp/apnea-<uid>/operation-locks unless --lock-dir");
   add_area_options(options, o.area);
