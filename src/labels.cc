@@ -7,7 +7,8 @@
 
 namespace apnea_locks {
 
-SysResult<std::string> LabelIndex::add(System& system, LockKind kind, const std::string& path) {
+SysResult<std::string> LabelIndex::add(System& system, LockKind kind,
+                                       const std::string& path) const {
   auto canonical = system.realpath(path);
   if (!canonical) return std::unexpected(canonical.error());
   std::string name = lock_name(kind, lock_key(kind, *canonical));
@@ -23,7 +24,28 @@ SysResult<std::string> LabelIndex::add_home(System& system, const std::string& h
   return add(system, LockKind::global_setup, home);
 }
 
+void LabelIndex::add_repository_lazily(System& system, const std::string& root) {
+  pending_.push_back(Pending{&system, LockKind::repository, root});
+}
+
+void LabelIndex::add_home_lazily(System& system, const std::string& home) {
+  pending_.push_back(Pending{&system, LockKind::global_setup, home});
+}
+
+void LabelIndex::resolve_pending() const {
+  if (pending_.empty()) return;
+  std::vector<Pending> pending;
+  pending.swap(pending_);
+  for (const Pending& label : pending) (void)add(*label.system, label.kind, label.path);
+}
+
+std::size_t LabelIndex::size() const {
+  resolve_pending();
+  return by_name_.size();
+}
+
 const EntryLabel* LabelIndex::find(std::string_view lock_name) const {
+  resolve_pending();
   auto found = by_name_.find(std::string(lock_name));
   return found == by_name_.end() ? nullptr : &found->second;
 }

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -190,6 +191,53 @@ class RealSystem final : public System {
     }
     if (::close(fd) != 0) return fail_errno();
     return {};
+  }
+
+  SysResult<void> replace_file(const std::string& path, std::string_view data) override {
+    if (path.empty() || path.back() == '/') return fail(EISDIR);
+    const auto slash = path.rfind('/');
+    const std::string directory =
+        slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    int fd = -1;
+    std::string temp;
+    for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+      std::array<std::byte, 6> noise{};
+      random_bytes(noise);
+      temp = directory + "/." + base + ".";
+      for (std::byte b : noise) {
+        static constexpr char hex[] = "0123456789abcdef";
+        temp += hex[std::to_integer<unsigned>(b) >> 4];
+        temp += hex[std::to_integer<unsigned>(b) & 15];
+      }
+      temp += ".tmp";
+      fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd < 0 && errno != EEXIST) return fail_errno();
+    }
+    if (fd < 0) return fail(EEXIST);
+    auto abandon = [&](int error) {
+      if (fd >= 0) ::close(fd);
+      ::unlink(temp.c_str());
+      return fail(error);
+    };
+    struct stat old {};
+    if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode) && ::fchmod(fd, old.st_mode & 07777) != 0)
+      return abandon(errno);
+    for (std::string_view rest = data; !rest.empty();) {
+      const ssize_t n = ::write(fd, rest.data(), rest.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return abandon(errno);
+      }
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    if (::fsync(fd) != 0) return abandon(errno);
+    const int closed = ::close(fd);
+    fd = -1;
+    if (closed != 0) return abandon(errno);
+    if (::rename(temp.c_str(), path.c_str()) != 0) return abandon(errno);
+    // The file is in place; a filesystem that cannot sync directories is not an error.
+    return fsync_directory(directory);
   }
 
   SysResult<void> fsync_directory(const std::string& path) override {

@@ -41,6 +41,24 @@ TEST_CASE("a labelled repository is found by its lock name, through symlinks") {
   CHECK(missing.error() == std::errc::no_such_file_or_directory);
 }
 
+TEST_CASE("a lazily added label resolves at the first lookup, and only then") {
+  TempDir tree;
+  StagedSystem system;
+  make_dir(tree / "repo");
+  LabelIndex labels;
+  labels.add_repository_lazily(system, tree / "repo");
+  labels.add_home_lazily(system, tree / "repo");
+  labels.add_repository_lazily(system, tree / "nope");  // does not resolve: no label
+  CHECK(std::count_if(system.calls.begin(), system.calls.end(),
+                      [](const std::string& call) { return call.starts_with("realpath"); }) == 0);
+  const std::string canonical = *system.real().realpath(tree / "repo");
+  const EntryLabel* label =
+      labels.find(lock_name(LockKind::repository, lock_key(LockKind::repository, canonical)));
+  REQUIRE(label);
+  CHECK(label->path == canonical);
+  CHECK(labels.size() == 2);
+}
+
 TEST_CASE("find_repositories finds folders holding .apnea/ within the depth bound") {
   TempDir tree;
   StagedSystem system;

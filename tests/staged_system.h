@@ -97,6 +97,10 @@ class StagedSystem : public System {
     if (!step("write_new_file", path)) return dead();
     return real_.write_new_file(path, data, mode);
   }
+  SysResult<void> replace_file(const std::string& path, std::string_view data) override {
+    if (!step("replace_file", path)) return dead();
+    return real_.replace_file(path, data);
+  }
   SysResult<void> fsync_directory(const std::string& path) override {
     if (!step("fsync_directory", path)) return dead();
     return real_.fsync_directory(path);

@@ -29,6 +29,8 @@ int status_command(const std::vector<std::string>& args);
 int inspect_command(const std::vector<std::string>& args);
 /// `path`: the lock path Apnea uses for a repository or home (src/cli/path.cc).
 int path_command(const std::vector<std::string>& args);
+/// `check`: a Nagios/Icinga monitoring plugin over the lock area (src/cli/check.cc).
+int check_command(const std::vector<std::string>& args);
 
 /// `reclaim`: removes dead locks with Apnea's guarded protocol (src/cli/reclaim.cc).
 int reclaim_command(const std::vector<std::string>& args);

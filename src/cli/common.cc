@@ -25,10 +25,9 @@ AreaCheck check_lock_area(System& system, const LockArea& area) {
   return check_area(system, area.directory, system.uid(), !area.explicit_directory);
 }
 
-std::expected<po::variables_map, int> parse_command_line(
-    std::string_view command, std::string_view usage, const std::vector<std::string>& args,
-    const po::options_description& options, const po::options_description* hidden,
-    const po::positional_options_description* positional) {
+std::expected<po::variables_map, std::string> try_parse_command_line(
+    const std::vector<std::string>& args, const po::options_description& options,
+    const po::options_description* hidden, const po::positional_options_description* positional) {
   po::options_description all;
   all.add(options);
   if (hidden != nullptr) all.add(*hidden);
@@ -39,16 +38,27 @@ std::expected<po::variables_map, int> parse_command_line(
     if (positional != nullptr) parser.positional(*positional);
     else parser.positional(po::positional_options_description());
     po::store(parser.run(), values);
-    if (values.count("help") != 0) {
-      fmt::print("{}\n\n{}", usage, fmt::streamed(options));
-      return std::unexpected(exit_ok);
-    }
-    po::notify(values);
+    if (values.count("help") == 0) po::notify(values);
   } catch (const po::error& error) {
-    print_error(command, fmt::format("{} (see 'apnea-locks {} --help')", error.what(), command));
-    return std::unexpected(exit_usage);
+    return std::unexpected(std::string(error.what()));
   }
   return values;
+}
+
+std::expected<po::variables_map, int> parse_command_line(
+    std::string_view command, std::string_view usage, const std::vector<std::string>& args,
+    const po::options_description& options, const po::options_description* hidden,
+    const po::positional_options_description* positional) {
+  auto values = try_parse_command_line(args, options, hidden, positional);
+  if (!values) {
+    print_error(command, fmt::format("{} (see 'apnea-locks {} --help')", values.error(), command));
+    return std::unexpected(exit_usage);
+  }
+  if (values->count("help") != 0) {
+    fmt::print("{}\n\n{}", usage, fmt::streamed(options));
+    return std::unexpected(exit_ok);
+  }
+  return std::move(*values);
 }
 
 void print_error(std::string_view command, std::string_view message) {

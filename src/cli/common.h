@@ -45,6 +45,13 @@ std::expected<po::variables_map, int> parse_command_line(
     const po::options_description& options, const po::options_description* hidden = nullptr,
     const po::positional_options_description* positional = nullptr);
 
+/// Parses `args` against `options` (plus `hidden` and `positional`) without printing: the
+/// values (not yet checked by notify when --help was given), or the parser's message.
+std::expected<po::variables_map, std::string> try_parse_command_line(
+    const std::vector<std::string>& args, const po::options_description& options,
+    const po::options_description* hidden = nullptr,
+    const po::positional_options_description* positional = nullptr);
+
 /// Prints "apnea-locks COMMAND: MESSAGE" on standard error.
 void print_error(std::string_view command, std::string_view message);
 

@@ -21,6 +21,7 @@ const std::vector<CommandInfo>& commands() {
       {"path", path_command, "print the lock path Apnea uses for a repository or home"},
       {"reclaim", reclaim_command, "remove dead locks (and, with --force, debris) safely"},
       {"run", run_command, "hold an Apnea lock while a command runs"},
+      {"check", check_command, "monitoring plugin: one Nagios/Icinga status line (or Prometheus)"},
   };
   return table;
 }
@@ -30,7 +31,9 @@ void usage(std::FILE* out) {
   fmt::print(out, "Usage: apnea-locks COMMAND [OPTIONS]\n\n"
                   "Inspect and repair the operation locks of Apnea.\n\nCommands:\n");
   for (const auto& command : commands()) fmt::print(out, "  {:<10} {}\n", command.name, command.summary);
+  fmt::print(out, "\nOptions:\n  -h, --help     show this help\n  -V, --version  print the version\n");
   fmt::print(out, "\nRun 'apnea-locks COMMAND --help' for a command's options.\n");
+  fmt::print(out, "Exit statuses, JSON fields, states and reasons: man apnea-locks.\n");
 }
 }  // namespace
 

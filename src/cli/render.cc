@@ -4,17 +4,53 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
 #include <ctime>
 
 #include "apnea_locks/owner.h"
 
 namespace apnea_locks::cli {
 
-std::string json_string(std::string_view text) {
-  const std::string valid = utf8_with_replacement(text);
-  std::string out;
-  out.reserve(valid.size() + 2);
+namespace {
+
+/// True when `text` can stand between quotes as it is: printable ASCII without `"` or `\`.
+/// Nearly every string status writes (names, paths, tokens, reasons) is like this; status
+/// checks some 800 bytes per entry, so 16 at a time (GCC/Clang vector extensions).
+bool plain_ascii(std::string_view text) {
+  using bytes16 = unsigned char __attribute__((vector_size(16)));
+  auto plain16 = [](const char* at) {
+    bytes16 v;
+    std::memcpy(&v, at, 16);
+    const auto bad = (v < 0x20) | (v >= 0x7f) | (v == '"') | (v == '\\');
+    std::uint64_t halves[2];
+    std::memcpy(halves, &bad, 16);
+    return (halves[0] | halves[1]) == 0;
+  };
+  const std::size_t n = text.size();
+  if (n >= 16) {
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      if (!plain16(text.data() + i)) return false;
+    return i == n || plain16(text.data() + n - 16);  // the rest, overlapping
+  }
+  char padded[16];  // short (most keys): padded with a plain byte, checked the same way
+  std::memset(padded, 'a', sizeof padded);
+  std::memcpy(padded, text.data(), n);
+  return plain16(padded);
+}
+
+/// Appends `text` as a JSON string literal to `out` (see json_string).
+void append_json_string(std::string& out, std::string_view text) {
   out += '"';
+  if (plain_ascii(text)) {
+    out.append(text);
+    out += '"';
+    return;
+  }
+  const std::string valid = utf8_with_replacement(text);
   for (char c : valid) {
     const auto byte = static_cast<unsigned char>(c);
     switch (c) {
@@ -31,12 +67,57 @@ std::string json_string(std::string_view text) {
     }
   }
   out += '"';
+}
+
+}  // namespace
+
+std::string json_string(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  append_json_string(out, text);
   return out;
 }
 
+JsonWriter::JsonWriter(std::FILE* out) : out_(out), buffer_(new char[chunk_size]) {}
+
+JsonWriter::~JsonWriter() { flush_buffer(); }
+
+void JsonWriter::flush_buffer() {
+  if (used_ == 0) return;
+  std::fwrite(buffer_.get(), 1, used_, out_);
+  used_ = 0;
+}
+
+void JsonWriter::put_large(std::string_view text) {
+  flush_buffer();
+  if (text.size() > chunk_size) {
+    std::fwrite(text.data(), 1, text.size(), out_);
+    return;
+  }
+  std::memcpy(buffer_.get(), text.data(), text.size());
+  used_ = text.size();
+}
+
+void JsonWriter::put_string(std::string_view text) {
+  if (!plain_ascii(text)) return put(json_string(text));
+  put('"');
+  put(text);
+  put('"');
+}
+
 void JsonWriter::newline() {
-  std::fputc('\n', out_);
-  for (std::size_t i = 0; i < stack_.size(); ++i) std::fputs("  ", out_);
+  const std::size_t indent = 2 * stack_.size();
+  if (chunk_size - used_ < indent + 1) {
+    flush_buffer();
+    if (chunk_size < indent + 1) {  // absurdly deep: a line of its own
+      put('\n');
+      for (std::size_t i = 0; i < indent; ++i) put(' ');
+      return;
+    }
+  }
+  buffer_[used_] = '\n';
+  std::memset(buffer_.get() + used_ + 1, ' ', indent);
+  used_ += indent + 1;
 }
 
 void JsonWriter::before_value() {
@@ -45,14 +126,14 @@ void JsonWriter::before_value() {
     return;
   }
   if (stack_.empty()) return;
-  if (!stack_.back().empty) std::fputc(',', out_);
+  if (!stack_.back().empty) put(',');
   stack_.back().empty = false;
   newline();
 }
 
 void JsonWriter::begin_object() {
   before_value();
-  std::fputc('{', out_);
+  put('{');
   stack_.push_back({true, true});
 }
 
@@ -60,12 +141,12 @@ void JsonWriter::end_object() {
   const bool empty = stack_.back().empty;
   stack_.pop_back();
   if (!empty) newline();
-  std::fputc('}', out_);
+  put('}');
 }
 
 void JsonWriter::begin_array() {
   before_value();
-  std::fputc('[', out_);
+  put('[');
   stack_.push_back({false, true});
 }
 
@@ -73,19 +154,41 @@ void JsonWriter::end_array() {
   const bool empty = stack_.back().empty;
   stack_.pop_back();
   if (!empty) newline();
-  std::fputc(']', out_);
+  put(']');
 }
 
 JsonWriter& JsonWriter::key(std::string_view name) {
-  before_value();
-  fmt::print(out_, "{}: ", json_string(name));
+  // The common case in one go: `,` newline indent `"name": ` (status writes ~35 keys/entry).
+  const std::size_t indent = 2 * stack_.size();
+  const std::size_t size = indent + name.size() + 6;
+  if (after_key_ || stack_.empty() || size > chunk_size || !plain_ascii(name)) {
+    before_value();
+    put_string(name);
+    put(": ");
+    after_key_ = true;
+    return *this;
+  }
+  if (chunk_size - used_ < size) flush_buffer();
+  char* at = buffer_.get() + used_;
+  if (!stack_.back().empty) *at++ = ',';
+  stack_.back().empty = false;
+  *at++ = '\n';
+  std::memset(at, ' ', indent);
+  at += indent;
+  *at++ = '"';
+  std::memcpy(at, name.data(), name.size());
+  at += name.size();
+  *at++ = '"';
+  *at++ = ':';
+  *at++ = ' ';
+  used_ = static_cast<std::size_t>(at - buffer_.get());
   after_key_ = true;
   return *this;
 }
 
 void JsonWriter::string(std::string_view text) {
   before_value();
-  std::fputs(json_string(text).c_str(), out_);
+  put_string(text);
 }
 
 void JsonWriter::optional_string(const std::optional<std::string>& text) {
@@ -95,26 +198,29 @@ void JsonWriter::optional_string(const std::optional<std::string>& text) {
 
 void JsonWriter::boolean(bool value) {
   before_value();
-  std::fputs(value ? "true" : "false", out_);
+  put(value ? std::string_view("true") : std::string_view("false"));
 }
 
 void JsonWriter::integer(std::int64_t value) {
   before_value();
-  fmt::print(out_, "{}", value);
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  put(std::string_view(digits, static_cast<std::size_t>(end - digits)));
 }
 
 void JsonWriter::number_text(std::string_view json_number) {
   before_value();
-  std::fwrite(json_number.data(), 1, json_number.size(), out_);
+  put(json_number);
 }
 
 void JsonWriter::null() {
   before_value();
-  std::fputs("null", out_);
+  put("null");
 }
 
 void JsonWriter::finish() {
-  std::fputc('\n', out_);
+  put('\n');
+  flush_buffer();
   std::fflush(out_);
 }
 
@@ -220,11 +326,44 @@ std::string format_time(std::int64_t ns_since_epoch, bool millis) {
     rest += 1'000'000'000;
     --seconds;
   }
-  std::tm tm{};
-  const auto t = static_cast<std::time_t>(seconds);
-  ::gmtime_r(&t, &tm);
-  if (millis) return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", tm, rest / 1'000'000);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", tm);
+  // Status writes two or three times per entry: the civil date by hand (Howard Hinnant's
+  // days-to-civil), as gmtime_r takes a lock and fmt's chrono formatting is slow.
+  std::int64_t days = seconds / 86'400, second_of_day = seconds % 86'400;
+  if (second_of_day < 0) {
+    second_of_day += 86'400;
+    --days;
+  }
+  days += 719'468;
+  const std::int64_t era = (days >= 0 ? days : days - 146'096) / 146'097;
+  const std::int64_t day_of_era = days - era * 146'097;
+  const std::int64_t year_of_era =
+      (day_of_era - day_of_era / 1'460 + day_of_era / 36'524 - day_of_era / 146'096) / 365;
+  const std::int64_t day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+  const std::int64_t shifted_month = (5 * day_of_year + 2) / 153;
+  const std::int64_t day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+  const std::int64_t month = shifted_month < 10 ? shifted_month + 3 : shifted_month - 9;
+  const std::int64_t year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
+  if (year < 0 || year > 9999) {  // rare: let fmt print the year (sign, more digits)
+    std::tm tm{};
+    const auto t = static_cast<std::time_t>(seconds);
+    ::gmtime_r(&t, &tm);
+    if (millis) return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", tm, rest / 1'000'000);
+    return fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", tm);
+  }
+  char text[] = "0000-00-00T00:00:00.000Z";
+  auto digits = [&](std::size_t at, std::int64_t value, int width) {
+    for (int i = width - 1; i >= 0; --i, value /= 10)
+      text[at + static_cast<std::size_t>(i)] = static_cast<char>('0' + value % 10);
+  };
+  digits(0, year, 4);
+  digits(5, month, 2);
+  digits(8, day, 2);
+  digits(11, second_of_day / 3'600, 2);
+  digits(14, second_of_day / 60 % 60, 2);
+  digits(17, second_of_day % 60, 2);
+  if (!millis) return std::string(text, 19) + "Z";
+  digits(20, static_cast<int>(rest / 1'000'000), 3);
+  return std::string(text, 24);
 }
 
 std::string escape_bytes(std::string_view bytes) {

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,12 +17,17 @@ namespace apnea_locks::cli {
 /// invalid UTF-8 replaced by U+FFFD (as Node decodes it), so the document is always valid.
 std::string json_string(std::string_view text);
 
-/// Writes one JSON document as it goes (nothing is buffered but the nesting), indented by
-/// two spaces per level. Calls must nest correctly; keys only inside objects.
+/// Writes one JSON document as it goes, indented by two spaces per level, handing it to
+/// `out` in chunks of 64 KiB (and at finish() or destruction). Calls must nest correctly;
+/// keys only inside objects.
 class JsonWriter {
  public:
   /// A writer to `out` (not owned).
-  explicit JsonWriter(std::FILE* out) : out_(out) {}
+  explicit JsonWriter(std::FILE* out);
+  JsonWriter(const JsonWriter&) = delete;
+  JsonWriter& operator=(const JsonWriter&) = delete;
+  /// Hands what is still buffered to `out`.
+  ~JsonWriter();
 
   /// Opens an object as the next value.
   void begin_object();
@@ -50,12 +57,30 @@ class JsonWriter {
  private:
   void before_value();
   void newline();
+  void flush_buffer();
+  // Appending to the buffer, inline: status calls these a few dozen times per entry.
+  void put(std::string_view text) {
+    if (chunk_size - used_ < text.size()) return put_large(text);
+    std::memcpy(buffer_.get() + used_, text.data(), text.size());
+    used_ += text.size();
+  }
+  void put(char c) {
+    if (used_ == chunk_size) flush_buffer();
+    buffer_[used_++] = c;
+  }
+  void put_large(std::string_view text);
+  void put_string(std::string_view text);
+
+  /// The writer hands its text to `out` in chunks of this size.
+  static constexpr std::size_t chunk_size = 64 * 1024;
 
   struct Level {
     bool object;
     bool empty;
   };
   std::FILE* out_;
+  std::unique_ptr<char[]> buffer_;  ///< text not yet handed to out_: used_ bytes
+  std::size_t used_ = 0;
   std::vector<Level> stack_;
   bool after_key_ = false;
 };

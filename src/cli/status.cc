@@ -15,10 +15,17 @@
 #include "apnea_locks/labels.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/scan.h"
+#include "cli/atomic_file.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/entry_report.h"
+#include "cli/prometheus.h"
 #include "cli/render.h"
+#include "cli/summary.h"
+
+#ifndef APNEA_LOCKS_VERSION
+#define APNEA_LOCKS_VERSION "unknown"
+#endif
 
 namespace apnea_locks::cli {
 namespace {
@@ -29,27 +36,28 @@ constexpr std::string_view usage_text =
     "Lists every entry of Apnea's lock area (locks, candidates, tombstones, reclaim guards,\n"
     "anything unknown) with Apnea's verdict and ours, what needs attention first, and the\n"
     "command that would fix it. Changes nothing.\n\n"
+    "--format prometheus writes metrics for node_exporter's textfile collector (names in\n"
+    "apnea-locks(1)); --output-file PATH replaces PATH atomically.\n\n"
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
-    "3 the lock area is unsafe or unreadable.";
+    "3 the lock area is unsafe or unreadable (or --output-file cannot be written).";
 
 struct StatusOptions {
   AreaOptions area;
+  LabelOptions labels;
+  TimingOptions timing;
   bool json = false;
   bool raw = false;
   bool noheadings = false;
   bool notruncate = false;
   bool only_labelled = false;
   std::string output;
+  std::string format;
+  std::string output_file;
   std::vector<std::string> states;
   std::vector<std::string> kinds;
-  std::vector<std::string> repos;
-  std::vector<std::string> scans;
-  int scan_depth = 4;
-  double tolerance = 2;
-  double guard_age = 60;
 };
 
-enum class Format { table, raw, json };
+enum class Format { table, raw, json, prometheus };
 
 /// Which entries are shown.
 struct Filter {
@@ -63,22 +71,6 @@ struct Filter {
     if (!kinds.empty() && kinds.count(facts.parsed.kind) == 0) return false;
     if (!repo_locks.empty() && repo_locks.count(facts.parsed.lock_name()) == 0) return false;
     return !only_labelled || label != nullptr;
-  }
-};
-
-/// Counts for the summary and the exit status.
-struct Summary {
-  std::size_t scanned = 0;
-  std::size_t shown = 0;
-  std::size_t attention = 0;
-  std::map<std::string, std::size_t> states;
-  std::map<std::string, std::size_t> roles;
-
-  void add(const Verdict& verdict) {
-    ++shown;
-    if (verdict.needs_attention) ++attention;
-    ++states[std::string(state_name(verdict.state))];
-    ++roles[std::string(role_name(verdict.role))];
   }
 };
 
@@ -112,6 +104,7 @@ class Output {
         colour_(colour), json_(stdout) {}
 
   void begin(const std::string& lock_dir, const AreaCheck& check) {
+    if (format_ == Format::prometheus) return;
     if (format_ == Format::raw && headings_) {
       std::vector<std::string> header;
       for (Field field : fields_) header.emplace_back(field_info(field).header);
@@ -130,6 +123,7 @@ class Output {
 
   void entry(const EntryView& view) {
     switch (format_) {
+      case Format::prometheus: break;  // counted in the summary
       case Format::json: write_entry_json(json_, view); break;
       case Format::raw: print_raw_line(stdout, cells(view, false)); break;
       case Format::table:
@@ -140,7 +134,7 @@ class Output {
     }
   }
 
-  void end(const Summary& summary, const std::optional<std::string>& error) {
+  void end(const AreaSummary& summary, const std::optional<std::string>& error) {
     if (format_ == Format::json) {
       json_.end_array();
       json_.key("summary").begin_object();
@@ -207,26 +201,22 @@ po::options_description describe(StatusOptions& o) {
       ("help,h", "show this help")
       ("json,J", po::bool_switch(&o.json), "one JSON document (entries streamed in scan order)")
       ("raw,r", po::bool_switch(&o.raw), "one line per entry, space-separated, unaligned")
+      ("format", po::value(&o.format)->value_name("FORMAT"),
+       "table (default), raw, json or prometheus (Prometheus text exposition format)")
+      ("output-file", po::value(&o.output_file)->value_name("PATH"),
+       "with --format prometheus: write the metrics to PATH atomically (temp file + rename)")
       ("output,o", po::value(&o.output)->value_name("COLUMNS"),
-       "columns to show, comma-separated; +COL,... adds to the defaults (see docs/status.md)")
+       "columns to show, comma-separated; +COL,... adds to the defaults (see apnea-locks(1))")
       ("noheadings,n", po::bool_switch(&o.noheadings), "no header line")
       ("notruncate", po::bool_switch(&o.notruncate), "do not shorten keys, tokens and commands")
       ("state", po::value(&o.states)->composing()->value_name("STATE,..."),
        "only these states: live, stale, malformed, free, in-flight, debris, leftover, unknown")
       ("kind", po::value(&o.kinds)->composing()->value_name("KIND,..."),
        "only these kinds: repository, global-setup, unknown")
-      ("repo", po::value(&o.repos)->composing()->value_name("PATH"),
-       "only the entries of this repository's lock, labelled (repeatable)")
       ("only-labelled", po::bool_switch(&o.only_labelled),
-       "only entries whose repository or home is known")
-      ("scan", po::value(&o.scans)->composing()->value_name("DIR"),
-       "label the repositories (folders holding .apnea/) under DIR (repeatable)")
-      ("scan-depth", po::value(&o.scan_depth)->value_name("N")->default_value(4),
-       "how many levels below each --scan DIR to look")
-      ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
-       "a process started this much after its owner record was written is a reused pid")
-      ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
-       "reclaim guards (and unreadable candidates/tombstones) older than this are left over");
+       "only entries whose repository or home is known");
+  add_label_options(options, o.labels, "only the entries of this repository's lock, labelled (repeatable)");
+  add_timing_options(options, o.timing);
   add_area_options(options, o.area);
   return options;
 }
@@ -265,11 +255,22 @@ int status_command(const std::vector<std::string>& args) {
     return exit_usage;
   };
   if (o.json && o.raw) return usage_error("--json and --raw exclude each other");
-  if (o.scan_depth < 0) return usage_error("--scan-depth must be >= 0");
-  auto tolerance = seconds_option("tolerance", o.tolerance);
-  if (!tolerance) return usage_error(tolerance.error());
-  auto guard_age = seconds_option("guard-age", o.guard_age);
-  if (!guard_age) return usage_error(guard_age.error());
+  Format format = o.json ? Format::json : o.raw ? Format::raw : Format::table;
+  if (!o.format.empty()) {
+    const std::optional<Format> named = o.format == "table"        ? std::optional(Format::table)
+                                        : o.format == "raw"        ? std::optional(Format::raw)
+                                        : o.format == "json"       ? std::optional(Format::json)
+                                        : o.format == "prometheus" ? std::optional(Format::prometheus)
+                                                                   : std::nullopt;
+    if (!named)
+      return usage_error(fmt::format("unknown format '{}' (table, raw, json, prometheus)", o.format));
+    if ((o.json && *named != Format::json) || (o.raw && *named != Format::raw))
+      return usage_error(fmt::format("--format {} and {} exclude each other", o.format,
+                                     o.json ? "--json" : "--raw"));
+    format = *named;
+  }
+  if (!o.output_file.empty() && format != Format::prometheus)
+    return usage_error("--output-file needs --format prometheus");
   std::vector<Field> fields = default_fields();
   if (!o.output.empty()) {
     auto chosen = parse_fields(o.output);
@@ -283,31 +284,30 @@ int status_command(const std::vector<std::string>& args) {
   const LockArea area = resolve_area(system, o.area);
 
   // Labels: the current directory, each --repo, repositories under each --scan, and home.
-  LabelIndex labels;
-  (void)labels.add_repository(system, ".");
-  const std::string home = node_homedir(system);
-  if (!home.empty()) (void)labels.add_home(system, home);
-  for (const std::string& root : o.scans) {
-    auto found = find_repositories(system, root, o.scan_depth,
-                                   [&](const std::string& repo) { (void)labels.add_repository(system, repo); });
-    if (!found) return usage_error(fmt::format("--scan {}: {}", root, errno_text(found.error())));
-  }
-  for (const std::string& root : o.repos) {
-    auto name = labels.add_repository(system, root);
-    if (!name) return usage_error(fmt::format("--repo {}: {}", root, errno_text(name.error())));
-    filter->repo_locks.insert(*name);
-  }
+  auto labels = build_labels(system, o.labels);
+  if (!labels) return usage_error(labels.error());
+  filter->repo_locks = labels->repo_locks;
+  auto policy = judging_policy(system, area, o.timing);
+  if (!policy) return usage_error(policy.error());
 
-  ClassifyPolicy policy;
-  policy.now_ns = system.now_ns();
-  policy.area_uid = system.uid();
-  policy.reuse_tolerance_ns = *tolerance;
-  policy.guard_threshold_ns = *guard_age;
-  if (area.explicit_directory) policy.lock_dir_option = area.directory;
-
-  const Format format = o.json ? Format::json : o.raw ? Format::raw : Format::table;
   Output output(format, fields, !o.noheadings, !o.notruncate, colour_wanted(system));
-  Summary summary;
+  AreaSummary summary;
+  MetricsReport metrics;
+  metrics.lock_dir = area.directory;
+  metrics.version = APNEA_LOCKS_VERSION;
+  // Prometheus: the metrics are written whatever the area holds, so an alert can fire.
+  auto write_metrics = [&]() -> bool {
+    if (format != Format::prometheus) return true;
+    const std::string text = prometheus_text(metrics);
+    if (o.output_file.empty()) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+      return true;
+    }
+    auto written = write_file_atomically(system, o.output_file, text);
+    if (!written) print_error(command_name, written.error());
+    return written.has_value();
+  };
 
   const AreaCheck check = check_lock_area(system, area);
   if (!check.safe() && check.problem != AreaProblem::missing) {
@@ -316,50 +316,41 @@ int status_command(const std::vector<std::string>& args) {
       output.begin(area.directory, check);
       output.end(summary, check.message());
     }
+    metrics.area_safe = false;
+    metrics.scrape_success = check.problem != AreaProblem::unreadable;
+    write_metrics();
     print_error(command_name, check.message());
     return exit_unsafe;
   }
   output.begin(area.directory, check);
   std::optional<std::string> error;
-  std::set<std::string> seen_repo_locks;
-  auto show = [&](const EntryFacts& facts) {
-    const EntryLabel* label = facts.parsed.role == EntryRole::unknown ? nullptr
-                                                                        : labels.find(facts.parsed.lock_name());
-    const Verdict verdict = classify(facts, policy, label);
-    if (facts.parsed.role == EntryRole::lock && filter->repo_locks.count(facts.name) != 0)
-      seen_repo_locks.insert(facts.name);
-    if (!filter->accepts(facts, verdict, label)) return;
-    summary.add(verdict);
-    output.entry(EntryView{facts, verdict, label});
+  auto show = [&](const EntryView& entry) {
+    if (!filter->accepts(entry.facts, entry.verdict, entry.label)) return;
+    summary.add(entry);
+    output.entry(entry);
   };
 
   if (check.safe()) {
-    auto scanned = scan_area(system, area.directory, policy.area_uid, [&](const EntryFacts& facts) {
-      ++summary.scanned;
-      show(facts);
-      return true;
-    });
-    if (!scanned)
+    auto scanned = judge_area(system, area.directory, *policy, labels->index, filter->repo_locks, show);
+    if (scanned)
+      summary.scanned = *scanned;
+    else
       error = fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
                           errno_text(scanned.error()));
-  }
-  if (!error) {
-    // A --repo whose lock is not there: its lock is free.
-    for (const std::string& name : filter->repo_locks) {
-      if (seen_repo_locks.count(name) != 0) continue;
-      EntryFacts facts;
-      facts.name = name;
-      facts.path = entry_path(area.directory, name);
-      facts.parsed = parse_entry_name(name);
-      show(facts);
-    }
+  } else {
+    // No area yet: a --repo's lock is free.
+    judge_absent_locks(area.directory, *policy, labels->index, filter->repo_locks, show);
   }
   output.end(summary, error);
 
   if (error) {
+    metrics.scrape_success = false;
+    write_metrics();
     print_error(command_name, *error);
     return exit_unsafe;
   }
+  metrics.summary = &summary;
+  if (!write_metrics()) return exit_unsafe;
   if (format == Format::table && check.problem == AreaProblem::missing && summary.shown == 0)
     fmt::print(stderr, "apnea-locks status: {}\n", check.message());
   return summary.attention > 0 ? exit_attention : exit_ok;

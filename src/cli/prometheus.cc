@@ -1,0 +1,109 @@
+#include "cli/prometheus.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <map>
+
+#include "apnea_locks/owner.h"
+
+namespace apnea_locks::cli {
+namespace {
+
+/// Every (kind, role, state) an entry of a lock area can have in a steady scan; each gets a
+/// sample even when 0, so that alert expressions never see an absent series.
+std::map<EntryClass, std::size_t> every_class() {
+  std::map<EntryClass, std::size_t> out;
+  for (const char* kind : {"repository", "global-setup"}) {
+    for (const char* state : {"live", "stale", "malformed", "in-flight"}) out[{kind, "lock", state}] = 0;
+    for (const char* role : {"candidate", "tombstone"})
+      for (const char* state : {"in-flight", "debris"}) out[{kind, role, state}] = 0;
+    for (const char* state : {"in-flight", "leftover"}) out[{kind, "reclaim-guard", state}] = 0;
+  }
+  out[{"unknown", "unknown", "unknown"}] = 0;
+  return out;
+}
+
+class Exposition {
+ public:
+  explicit Exposition(std::string_view lock_dir)
+      : lock_dir_label_(fmt::format("lock_dir=\"{}\"", prometheus_label_value(lock_dir))) {}
+
+  void family(std::string_view name, std::string_view help) {
+    name_ = name;
+    text_ += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+  }
+
+  /// A sample of the current family; `labels` follow lock_dir (already escaped, each
+  /// starting with a comma).
+  void sample(std::string_view value, std::string_view labels = {}) {
+    text_ += fmt::format("{}{{{}{}}} {}\n", name_, lock_dir_label_, labels, value);
+  }
+
+  void sample(std::int64_t value, std::string_view labels = {}) { sample(fmt::format("{}", value), labels); }
+
+  std::string take() { return std::move(text_); }
+
+ private:
+  std::string lock_dir_label_;
+  std::string name_;
+  std::string text_;
+};
+
+}  // namespace
+
+std::string prometheus_label_value(std::string_view text) {
+  const std::string valid = utf8_with_replacement(text);
+  std::string out;
+  out.reserve(valid.size());
+  for (char c : valid) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string prometheus_text(const MetricsReport& report) {
+  Exposition out(report.lock_dir);
+  out.family("apnea_locks_build_info", "apnea-locks version that wrote these metrics (always 1).");
+  out.sample(1, fmt::format(",version=\"{}\"", prometheus_label_value(report.version)));
+  out.family("apnea_locks_scrape_success",
+             "1 when the lock area could be checked and, if safe, listed; 0 when it could not be read.");
+  out.sample(report.scrape_success ? 1 : 0);
+  out.family("apnea_locks_area_safe",
+             "1 when the lock area is safe (or does not exist yet); 0 when it is a symlink, "
+             "another user's, not a directory, open to group/other, or unreadable.");
+  out.sample(report.area_safe ? 1 : 0);
+  if (report.check_status) {
+    out.family("apnea_locks_check_status",
+               "The status of apnea-locks check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.");
+    out.sample(*report.check_status);
+  }
+  if (report.summary != nullptr) {
+    const AreaSummary& summary = *report.summary;
+    auto classes = every_class();
+    for (const auto& [key, count] : summary.classes) classes[key] = count;
+    out.family("apnea_locks_entries",
+               "Entries of the lock area by kind (repository, global-setup, unknown), role "
+               "(lock, candidate, tombstone, reclaim-guard, unknown) and state.");
+    for (const auto& [key, count] : classes) {
+      const auto& [kind, role, state] = key;
+      out.sample(static_cast<std::int64_t>(count),
+                 fmt::format(",kind=\"{}\",role=\"{}\",state=\"{}\"", prometheus_label_value(kind),
+                             prometheus_label_value(role), prometheus_label_value(state)));
+    }
+    out.family("apnea_locks_entries_needing_attention",
+               "Entries a human (or apnea-locks reclaim) must act on.");
+    out.sample(static_cast<std::int64_t>(summary.attention));
+    out.family("apnea_locks_oldest_lock_age_seconds",
+               "Age (now minus the lock directory's mtime) of the oldest lock; 0 when there is none.");
+    out.sample(fmt::format("{:.3f}", static_cast<double>(summary.oldest_lock_age_ns.value_or(0)) / 1e9));
+  }
+  return out.take();
+}
+
+}  // namespace apnea_locks::cli

@@ -1,0 +1,34 @@
+// The Prometheus text exposition format (version 0.0.4) of one pass over the lock area, for
+// node_exporter's textfile collector. Pure: builds a string. Names in docs/metrics.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cli/summary.h"
+
+namespace apnea_locks::cli {
+
+/// What the metrics of one pass say.
+struct MetricsReport {
+  std::string lock_dir;        ///< the `lock_dir` label of every sample
+  std::string version;         ///< apnea-locks' version, for apnea_locks_build_info
+  bool area_safe = true;       ///< the area is safe, or missing (nothing to be unsafe)
+  bool scrape_success = true;  ///< the area could be checked and, when safe, listed
+  /// The counts; null when the area was not listed (unsafe, or the listing failed): then
+  /// only the success, safety and info gauges are written.
+  const AreaSummary* summary = nullptr;
+  std::optional<int> check_status;  ///< `check --prometheus`: the Nagios status 0..3
+};
+
+/// The exposition text: every family with `# HELP` and `# TYPE` lines, one sample per line,
+/// ending in a newline. apnea_locks_entries has a sample (0 when none) for every
+/// (kind, role, state) an entry can have, plus any other seen.
+std::string prometheus_text(const MetricsReport& report);
+
+/// A label value escaped for the exposition format (`\\`, `\"`, `\n`); invalid UTF-8 is
+/// replaced by U+FFFD.
+std::string prometheus_label_value(std::string_view text);
+
+}  // namespace apnea_locks::cli

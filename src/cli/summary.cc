@@ -1,0 +1,137 @@
+#include "cli/summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/names.h"
+#include "apnea_locks/scan.h"
+
+namespace apnea_locks::cli {
+
+void add_label_options(po::options_description& options, LabelOptions& labels,
+                       const char* repo_help) {
+  options.add_options()
+      ("repo", po::value(&labels.repos)->composing()->value_name("PATH"), repo_help)
+      ("scan", po::value(&labels.scans)->composing()->value_name("DIR"),
+       "label the repositories (folders holding .apnea/) under DIR (repeatable)")
+      ("scan-depth", po::value(&labels.scan_depth)->value_name("N")->default_value(4),
+       "how many levels below each --scan DIR to look");
+}
+
+std::expected<Labels, std::string> build_labels(System& system, const LabelOptions& options) {
+  if (options.scan_depth < 0) return std::unexpected(std::string("--scan-depth must be >= 0"));
+  Labels labels;
+  // Lazily: an area with nothing to label never hashes (OpenSSL's start is ~1 ms).
+  labels.index.add_repository_lazily(system, ".");
+  const std::string home = node_homedir(system);
+  if (!home.empty()) labels.index.add_home_lazily(system, home);
+  for (const std::string& root : options.scans) {
+    auto found = find_repositories(system, root, options.scan_depth, [&](const std::string& repo) {
+      labels.index.add_repository_lazily(system, repo);
+    });
+    if (!found) return std::unexpected(fmt::format("--scan {}: {}", root, errno_text(found.error())));
+  }
+  for (const std::string& root : options.repos) {
+    auto name = labels.index.add_repository(system, root);
+    if (!name) return std::unexpected(fmt::format("--repo {}: {}", root, errno_text(name.error())));
+    labels.repo_locks.insert(*name);
+  }
+  return labels;
+}
+
+void add_timing_options(po::options_description& options, TimingOptions& timing) {
+  options.add_options()
+      ("tolerance", po::value(&timing.tolerance)->value_name("SECONDS")->default_value(2),
+       "a process started this much after its owner record was written is a reused pid")
+      ("guard-age", po::value(&timing.guard_age)->value_name("SECONDS")->default_value(60),
+       "reclaim guards (and unreadable candidates/tombstones) older than this are left over");
+}
+
+std::expected<ClassifyPolicy, std::string> judging_policy(System& system, const LockArea& area,
+                                                          const TimingOptions& timing) {
+  auto tolerance = seconds_option("tolerance", timing.tolerance);
+  if (!tolerance) return std::unexpected(tolerance.error());
+  auto guard_age = seconds_option("guard-age", timing.guard_age);
+  if (!guard_age) return std::unexpected(guard_age.error());
+  ClassifyPolicy policy;
+  policy.now_ns = system.now_ns();
+  policy.area_uid = system.uid();
+  policy.reuse_tolerance_ns = *tolerance;
+  policy.guard_threshold_ns = *guard_age;
+  if (area.explicit_directory) policy.lock_dir_option = area.directory;
+  return policy;
+}
+
+namespace {
+void judge(const EntryFacts& facts, const ClassifyPolicy& policy, const LabelIndex& labels,
+           const std::function<void(const EntryView&)>& visit) {
+  const EntryLabel* label =
+      facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
+  const Verdict verdict = classify(facts, policy, label);
+  visit(EntryView{facts, verdict, label});
+}
+}  // namespace
+
+SysResult<std::size_t> judge_area(System& system, const std::string& area,
+                                  const ClassifyPolicy& policy, const LabelIndex& labels,
+                                  const std::set<std::string>& expected_locks,
+                                  const std::function<void(const EntryView&)>& visit) {
+  std::size_t scanned = 0;
+  std::set<std::string> absent = expected_locks;
+  auto listed = scan_area(system, area, policy.area_uid, [&](const EntryFacts& facts) {
+    ++scanned;
+    if (facts.parsed.role == EntryRole::lock) absent.erase(facts.name);
+    judge(facts, policy, labels, visit);
+    return true;
+  });
+  if (!listed) return std::unexpected(listed.error());
+  judge_absent_locks(area, policy, labels, absent, visit);
+  return scanned;
+}
+
+void judge_absent_locks(const std::string& area, const ClassifyPolicy& policy,
+                        const LabelIndex& labels, const std::set<std::string>& names,
+                        const std::function<void(const EntryView&)>& visit) {
+  for (const std::string& name : names) {
+    EntryFacts facts;
+    facts.name = name;
+    facts.path = entry_path(area, name);
+    facts.parsed = parse_entry_name(name);
+    judge(facts, policy, labels, visit);
+  }
+}
+
+void AreaSummary::add(const EntryView& entry) {
+  const Verdict& verdict = entry.verdict;
+  const EntryFacts& facts = entry.facts;
+  ++shown;
+  if (verdict.needs_attention) ++attention;
+  const std::string state(state_name(verdict.state));
+  const std::string role(role_name(verdict.role));
+  ++states[state];
+  ++roles[role];
+  ++classes[EntryClass{std::string(kind_name(facts.parsed.kind)), role, state}];
+  switch (verdict.role) {
+    case EntryRole::lock:
+      if (verdict.state == EntryState::free) break;
+      ++locks;
+      if (verdict.state == EntryState::live) ++live;
+      if (verdict.state == EntryState::stale) ++stale;
+      if (verdict.state == EntryState::malformed) ++malformed;
+      if (verdict.age_ns)
+        oldest_lock_age_ns = std::max(oldest_lock_age_ns.value_or(0), *verdict.age_ns);
+      break;
+    case EntryRole::candidate:
+    case EntryRole::tombstone:
+      if (verdict.state == EntryState::debris) ++debris;
+      break;
+    case EntryRole::reclaim_guard:
+      if (verdict.state == EntryState::leftover) ++leftover_guards;
+      break;
+    case EntryRole::unknown: break;
+  }
+}
+
+}  // namespace apnea_locks::cli

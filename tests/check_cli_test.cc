@@ -1,0 +1,377 @@
+// The built `apnea-locks check` against real lock areas: the Nagios status line, its
+// perfdata and thresholds, the exit status for each state, and the long output.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <optional>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apnea_locks/names.h"
+#include "area_builder.h"
+#include "process_util.h"
+#include "prometheus_parser.h"
+#include "staged_system.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::testing;
+
+namespace {
+
+/// One perfdata item: 'label'=value[UOM];[warn];[crit];[min];[max].
+struct Perf {
+  double value = 0;
+  std::string uom, warn, crit, min, max;
+};
+
+/// The parts of a plugin's output.
+struct CheckOutput {
+  int status = -1;
+  std::string word;     ///< OK, WARNING, CRITICAL, UNKNOWN
+  std::string summary;  ///< between " - " and " | "
+  std::map<std::string, Perf> perf;
+  bool has_perfdata = false;
+  std::vector<std::string> details;  ///< the lines after the first
+  std::string raw;
+};
+
+/// Splits `text` at each `sep`.
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t next = text.find(sep, at);
+    out.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+    if (next == std::string::npos) return out;
+    at = next + 1;
+  }
+}
+
+/// A perfdata number: optional minus, digits, optional fraction.
+bool is_number(const std::string& text) {
+  std::size_t i = text.starts_with('-') ? 1 : 0;
+  const std::size_t digits = i;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == digits) return false;
+  if (i < text.size() && text[i] == '.') {
+    const std::size_t fraction = ++i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == fraction) return false;
+  }
+  return i == text.size();
+}
+
+/// One perfdata item, strictly: label=value[UOM];warn;crit;min[;max].
+Perf parse_perf_item(const std::string& word, std::string& label) {
+  const auto eq = word.find('=');
+  REQUIRE_MESSAGE(eq != std::string::npos, word);
+  label = word.substr(0, eq);
+  REQUIRE_MESSAGE(!label.empty(), word);
+  for (char c : label) REQUIRE_MESSAGE((std::isalnum(static_cast<unsigned char>(c)) || c == '_'), word);
+  const auto fields = split(word.substr(eq + 1), ';');
+  REQUIRE_MESSAGE((fields.size() == 4 || fields.size() == 5), word);
+  std::string value = fields[0];
+  Perf perf;
+  for (const char* uom : {"s", "%", "B", "KB", "MB", "GB", "TB", "c"}) {
+    if (value.ends_with(uom) && is_number(value.substr(0, value.size() - std::strlen(uom)))) {
+      perf.uom = uom;
+      value.resize(value.size() - std::strlen(uom));
+      break;
+    }
+  }
+  REQUIRE_MESSAGE(is_number(value), word);
+  perf.value = std::stod(value);
+  perf.warn = fields[1];
+  perf.crit = fields[2];
+  perf.min = fields[3];
+  perf.max = fields.size() == 5 ? fields[4] : "";
+  for (std::size_t i = 1; i < fields.size(); ++i)
+    CHECK_MESSAGE((fields[i].empty() || is_number(fields[i])), word);
+  return perf;
+}
+
+CheckOutput parse_check(const CommandResult& result) {
+  CheckOutput out;
+  out.status = result.status;
+  out.raw = result.out;
+  std::istringstream lines(result.out);
+  std::string first;
+  REQUIRE_MESSAGE(std::getline(lines, first), result.out);
+  const std::string prefix = "APNEA-LOCKS ";
+  REQUIRE_MESSAGE(first.starts_with(prefix), first);
+  const auto dash = first.find(" - ");
+  REQUIRE_MESSAGE(dash != std::string::npos, first);
+  out.word = first.substr(prefix.size(), dash - prefix.size());
+  const auto bar = first.find(" | ");
+  out.summary = first.substr(dash + 3, bar == std::string::npos ? std::string::npos : bar - dash - 3);
+  CHECK_MESSAGE(out.summary.find('|') == std::string::npos, first);
+  if (bar != std::string::npos) {
+    out.has_perfdata = true;
+    for (const std::string& word : split(first.substr(bar + 3), ' ')) {
+      std::string label;
+      Perf perf = parse_perf_item(word, label);
+      CHECK_MESSAGE(out.perf.emplace(label, perf).second, "repeated perfdata label ", label);
+    }
+  }
+  std::string line;
+  while (std::getline(lines, line)) out.details.push_back(line);
+  // Nagios: the exit status is the status word.
+  const std::map<std::string, int> codes = {{"OK", 0}, {"WARNING", 1}, {"CRITICAL", 2}, {"UNKNOWN", 3}};
+  REQUIRE_MESSAGE(codes.count(out.word) == 1, first);
+  CHECK_MESSAGE(codes.at(out.word) == out.status, result.out);
+  return out;
+}
+
+CheckOutput check(const std::string& area, std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {test_env("APNEA_LOCKS_BIN"), "check", "--lock-dir", area};
+  args.insert(args.end(), more.begin(), more.end());
+  return parse_check(run_command(args));
+}
+
+/// A fresh lock area (mode 0700) in a temp folder.
+struct Area {
+  TempDir root;
+  std::string path = root / "locks";
+  Area() { make_dir(path); }
+
+  std::string lock(const std::string& seed, std::string_view owner, double age_s = 0,
+                   LockKind kind = LockKind::repository, mode_t file_mode = 0600) {
+    const std::string name = fake_lock_name(seed, kind);
+    make_entry(path, name, owner, 0700, file_mode);
+    if (age_s > 0) age_path(path + "/" + name, age_s);
+    return path + "/" + name;
+  }
+};
+
+const std::vector<std::string> perf_labels = {"locks", "live", "stale", "malformed", "debris",
+                                              "guards", "attention", "oldest_age_s"};
+
+void check_perf_thresholds(const CheckOutput& out, const std::string& warn_age,
+                           const std::string& crit_age) {
+  REQUIRE(out.has_perfdata);
+  for (const auto& label : perf_labels) {
+    REQUIRE_MESSAGE(out.perf.count(label) == 1, label);
+    CHECK(out.perf.at(label).min == "0");
+  }
+  CHECK(out.perf.at("malformed").crit == "0");
+  CHECK(out.perf.at("malformed").warn == "");
+  CHECK(out.perf.at("guards").crit == "0");
+  CHECK(out.perf.at("debris").warn == "0");
+  CHECK(out.perf.at("attention").warn == "0");
+  CHECK(out.perf.at("locks").warn == "");
+  CHECK(out.perf.at("locks").crit == "");
+  CHECK(out.perf.at("oldest_age_s").uom == "s");
+  CHECK(out.perf.at("oldest_age_s").warn == warn_age);
+  CHECK(out.perf.at("oldest_age_s").crit == crit_age);
+}
+
+}  // namespace
+
+TEST_CASE("check: an empty area and a missing area are OK with zero perfdata") {
+  Area area;
+  CheckOutput out = check(area.path);
+  CHECK(out.word == "OK");
+  CHECK(out.summary == "no locks");
+  check_perf_thresholds(out, "3600", "");
+  for (const auto& label : perf_labels) CHECK(out.perf.at(label).value == 0);
+  CHECK(out.details.empty());
+
+  CheckOutput missing = check(area.root / "nothing-here");
+  CHECK(missing.word == "OK");
+  CHECK(missing.summary.find("no lock area yet") == 0);
+  CHECK(missing.perf.at("locks").value == 0);
+}
+
+TEST_CASE("check: live locks are OK until --warn-age, then WARNING, then CRITICAL at --crit-age") {
+  Area area;
+  area.lock("fresh", owner_json(::getpid()));
+  CheckOutput fresh = check(area.path);
+  CHECK(fresh.word == "OK");
+  CHECK(fresh.perf.at("locks").value == 1);
+  CHECK(fresh.perf.at("live").value == 1);
+  CHECK(fresh.perf.at("attention").value == 0);
+  CHECK(fresh.summary.find("1 lock (1 live, 0 stale, 0 malformed)") == 0);
+
+  const std::string old = area.lock("old", owner_json(::getpid()), 7200);
+  CheckOutput warned = check(area.path);
+  CHECK(warned.word == "WARNING");
+  CHECK(warned.perf.at("oldest_age_s").value >= 7200);
+  CHECK(warned.perf.at("oldest_age_s").value < 7300);
+  CHECK(warned.summary.find("1 lock older than 3600s") == 0);
+  REQUIRE(warned.details.size() == 1);
+  CHECK(warned.details[0].find("live lock " + old + " (pid-alive, pid ") == 0);
+  CHECK(warned.perf.at("attention").value == 0);  // old, but nothing to reclaim
+
+  CheckOutput higher = check(area.path, {"--warn-age", "10000"});
+  CHECK(higher.word == "OK");
+  check_perf_thresholds(higher, "10000", "");
+
+  CheckOutput critical = check(area.path, {"--crit-age", "3600"});
+  CHECK(critical.word == "CRITICAL");
+  CHECK(critical.summary.find("1 lock older than 3600s") == 0);
+  check_perf_thresholds(critical, "3600", "3600");
+
+  CheckOutput fractional = check(area.path, {"--warn-age", "7300.5", "--crit-age", "86400"});
+  CHECK(fractional.word == "OK");
+  check_perf_thresholds(fractional, "7300.5", "86400");
+}
+
+TEST_CASE("check: a dead owner Apnea will not reclaim is WARNING; one it will is OK") {
+  Area area;
+  const long long dead = dead_pid();
+  area.lock("healing", owner_json(dead), 120);  // Apnea reclaims it on its next run
+  CheckOutput healing = check(area.path);
+  CHECK(healing.word == "OK");
+  CHECK(healing.perf.at("stale").value == 1);
+  CHECK(healing.perf.at("attention").value == 0);
+
+  const std::string global = area.lock("global", owner_json(dead), 120, LockKind::global_setup);
+  CheckOutput warned = check(area.path);
+  CHECK(warned.word == "WARNING");
+  CHECK(warned.summary.find("1 stale lock Apnea will not reclaim") == 0);
+  CHECK(warned.perf.at("stale").value == 2);
+  CHECK(warned.perf.at("attention").value == 1);
+  REQUIRE(warned.details.size() == 1);
+  CHECK(warned.details[0].find("stale lock " + global + " (pid-dead, pid " + std::to_string(dead) + ")") == 0);
+  CHECK(warned.details[0].find("fix: apnea-locks reclaim --lock-dir " + area.path) != std::string::npos);
+}
+
+TEST_CASE("check: debris is WARNING") {
+  Area area;
+  const std::string base = fake_lock_name("transient");
+  make_entry(area.path, base + ".candidate.dead", owner_json(dead_pid()));
+  make_entry(area.path, base + ".tombstone.live", owner_json(::getpid()));  // in flight: fine
+  CheckOutput out = check(area.path);
+  CHECK(out.word == "WARNING");
+  CHECK(out.summary.find("1 debris entry") == 0);
+  CHECK(out.perf.at("debris").value == 1);
+  CHECK(out.perf.at("locks").value == 0);
+  REQUIRE(out.details.size() == 1);
+  CHECK(out.details[0].find("debris candidate ") == 0);
+  CHECK(out.details[0].find("fix: apnea-locks reclaim --force") != std::string::npos);
+}
+
+TEST_CASE("check: malformed metadata is CRITICAL") {
+  Area area;
+  area.lock("live", owner_json(::getpid()));
+  area.lock("mode", owner_json(::getpid()), 0, LockKind::repository, 0644);
+  area.lock("syntax", "{\"pid\":");
+  CheckOutput out = check(area.path);
+  CHECK(out.word == "CRITICAL");
+  CHECK(out.summary.find("2 malformed locks") == 0);
+  CHECK(out.summary.find("3 locks (1 live, 0 stale, 2 malformed)") != std::string::npos);
+  CHECK(out.perf.at("malformed").value == 2);
+  CHECK(out.perf.at("attention").value == 2);
+  CHECK(out.details.size() == 2);
+}
+
+TEST_CASE("check: a leftover reclaim guard is CRITICAL; a recent one is OK") {
+  Area area;
+  const std::string guard = area.path + "/" + fake_lock_name("guarded") + ".reclaim";
+  make_dir(guard);
+  CheckOutput recent = check(area.path);
+  CHECK(recent.word == "OK");
+  CHECK(recent.perf.at("guards").value == 0);
+
+  age_path(guard, 120);
+  CheckOutput left = check(area.path);
+  CHECK(left.word == "CRITICAL");
+  CHECK(left.summary.find("1 leftover reclaim guard") == 0);
+  CHECK(left.perf.at("guards").value == 1);
+  CHECK(check(area.path, {"--guard-age", "300"}).word == "OK");
+}
+
+TEST_CASE("check: an unsafe area is CRITICAL, an unreadable one UNKNOWN, without perfdata") {
+  Area area;
+  REQUIRE(::chmod(area.path.c_str(), 0755) == 0);
+  CheckOutput unsafe = check(area.path);
+  CHECK(unsafe.word == "CRITICAL");
+  CHECK(unsafe.summary.find("unsafe Apnea lock directory: " + area.path) == 0);
+  CHECK(!unsafe.has_perfdata);
+
+  write_file(area.root / "file", "x");
+  CheckOutput unreadable = check(area.root / "file/locks");
+  CHECK(unreadable.word == "UNKNOWN");
+  CHECK(!unreadable.has_perfdata);
+}
+
+TEST_CASE("check: usage errors are UNKNOWN on the status line") {
+  Area area;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--bogus"}, {"--warn-age", "-1"}, {"--crit-age", "abc"},
+        {"--output-file", area.root / "x.prom"}, {"--repo", area.root / "missing"},
+        {"stray"}}) {
+    CheckOutput out = check(area.path, args);
+    CHECK_MESSAGE(out.word == "UNKNOWN", out.raw);
+    CHECK(out.summary.find("usage: ") == 0);
+  }
+  CommandResult help = run_command({test_env("APNEA_LOCKS_BIN"), "check", "--help"});
+  CHECK(help.status == 0);
+  CHECK(help.out.find("--warn-age") != std::string::npos);
+}
+
+TEST_CASE("check: --repo looks only at that repository's entries") {
+  Area area;
+  area.lock("bad", "{");
+  TempDir repo;
+  CHECK(check(area.path).word == "CRITICAL");
+  CheckOutput mine = check(area.path, {"--repo", repo.path()});
+  CHECK(mine.word == "OK");
+  CHECK(mine.perf.at("locks").value == 0);
+}
+
+TEST_CASE("check --prometheus: the metrics with the check status, or a file and the line") {
+  Area area;
+  area.lock("syntax", "{");
+  CommandResult metrics = run_command({test_env("APNEA_LOCKS_BIN"), "check", "--lock-dir", area.path, "--prometheus"});
+  CHECK(metrics.status == 2);
+  auto parsed = parse_exposition(metrics.out);
+  REQUIRE_MESSAGE(parsed, parsed.error());
+  CHECK(parsed->value("apnea_locks_check_status") == 2);
+  CHECK(parsed->value("apnea_locks_entries", {{"kind", "repository"}, {"role", "lock"}, {"state", "malformed"}}) == 1);
+
+  const std::string file = area.root / "apnea.prom";
+  CheckOutput line = check(area.path, {"--prometheus", "--output-file", file});
+  CHECK(line.word == "CRITICAL");
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto written = parse_exposition(text.str());
+  REQUIRE_MESSAGE(written, written.error());
+  CHECK(written->value("apnea_locks_check_status") == 2);
+
+  CheckOutput failed = check(area.path, {"--prometheus", "--output-file", area.root / "no/dir/x.prom"});
+  CHECK(failed.word == "UNKNOWN");
+  CHECK(failed.summary.find("cannot write ") == 0);
+}
+
+TEST_CASE("check: long output lists critical entries first, at most 20 lines") {
+  Area area;
+  const long long dead = dead_pid();
+  for (int i = 0; i < 25; ++i)
+    make_entry(area.path, fake_lock_name("t" + std::to_string(i)) + ".candidate.x", owner_json(dead));
+  const std::string bad = area.lock("zzz-malformed", "{");
+  CheckOutput out = check(area.path);
+  CHECK(out.word == "CRITICAL");
+  CHECK(out.perf.at("debris").value == 25);
+  REQUIRE(out.details.size() == 21);
+  CHECK(out.details.front().find("malformed lock " + bad + " (json-syntax)") == 0);
+  for (std::size_t i = 1; i < 20; ++i) CHECK(out.details[i].find("debris candidate ") == 0);
+  CHECK(out.details.back() == "... and 6 more");
+}
+
+TEST_CASE("check: a lock older than --crit-age but not --warn-age is still CRITICAL and listed") {
+  Area area;
+  const std::string old = area.lock("old", owner_json(::getpid()), 600);
+  CheckOutput out = check(area.path, {"--warn-age", "86400", "--crit-age", "300"});
+  CHECK(out.word == "CRITICAL");
+  REQUIRE(out.details.size() == 1);
+  CHECK(out.details[0].find("live lock " + old) == 0);
+}
