@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
@@ -14,6 +15,26 @@
 namespace apnea_locks {
 
 std::string pid_text(double pid) {
+  if (pid > 0 && pid < 1e15 && std::trunc(pid) == pid) {
+    char digits[24];  // every real pid: exact as an integer, and fmt is slow for status
+    const auto end = std::to_chars(digits, digits + sizeof digits, static_cast<std::int64_t>(pid)).ptr;
+    return std::string(digits, end);
+  }
+  if (std::trunc(pid) == pid && std::fabs(pid) >= 0x1p53 && std::fabs(pid) < 1e21) {
+    // Beyond 2^53 JavaScript prints the shortest digits that read back as the number, then
+    // zeros (2^60 prints as 1152921504606847000, not 1152921504606846976).
+    char buffer[32];
+    const auto end =
+        std::to_chars(buffer, buffer + sizeof buffer, pid, std::chars_format::scientific).ptr;
+    const std::string_view text(buffer, static_cast<std::size_t>(end - buffer));  // "1.2e+20"
+    const std::size_t e = text.find('e');
+    std::string out;
+    for (char c : text.substr(0, e))
+      if (c != '.') out += c;
+    const int exponent = std::stoi(std::string(text.substr(e + 1)));
+    out.resize((pid < 0 ? 2u : 1u) + static_cast<std::size_t>(exponent), '0');
+    return out;
+  }
   if (std::isfinite(pid) && std::trunc(pid) == pid && std::fabs(pid) < 1e21)
     return fmt::format("{:.0f}", pid);
   return fmt::format("{}", pid);
@@ -52,6 +73,8 @@ std::string encode_owner(const Owner& owner) {
 
 std::string utf8_with_replacement(std::string_view bytes) {
   static constexpr std::string_view replacement = "\xEF\xBF\xBD";
+  if (std::all_of(bytes.begin(), bytes.end(), [](char c) { return (c & 0x80) == 0; }))
+    return std::string(bytes);  // ASCII, as owner records are: nothing to decode
   std::string out;
   out.reserve(bytes.size());
   std::size_t i = 0;

@@ -120,6 +120,44 @@ TEST_CASE("encode_owner writes JSON.stringify's bytes") {
   CHECK(round.token == "a\"b\\c\n\x01");
 }
 
+// Found by the fuzzers (tests/fuzz/): the owner_fuzz round trip and the differential check.
+TEST_CASE("encode_owner writes a lone surrogate as JSON.stringify does, so it decodes back") {
+  const Owner lone = accepted(R"({"pid":1,"token":"\ud800x\uDC00"})");
+  CHECK(encode_owner(lone) == R"({"pid":1,"token":"\ud800x\udc00"})");
+  CHECK(accepted(encode_owner(lone)).token == lone.token);
+  const Owner mixed = accepted(R"({"pid":1,"token":"\ud800\ud83d\ude00\u00e9"})");
+  CHECK(encode_owner(mixed) == "{\"pid\":1,\"token\":\"\\ud800\xF0\x9F\x98\x80\xC3\xA9\"}");
+}
+
+TEST_CASE("decode_owner reads any exponent as JSON.parse does (Infinity or 0), never a syntax error") {
+  // Boost.JSON fails an exponent beyond INT_MAX ("exponent overflow"); JSON.parse does not.
+  CHECK(accepted(R"({"pid":1,"token":"t","x":1e99999999999999999999})").pid == 1);
+  CHECK(accepted(R"({"pid":1,"token":"t","x":-1e-99999999999999999999})").pid == 1);
+  CHECK(accepted(R"({"pid":1,"token":"t","x":0.0e+2147483648})").pid == 1);
+  CHECK(accepted(R"({"pid":12,"token":"t"} )").pid == 12);
+  CHECK(rejected(R"({"pid":1e99999999999999999999,"token":"t"})") ==
+        OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":0e99999999999999999999,"token":"t"})") ==
+        OwnerCheck::pid_not_positive_integer);
+  CHECK(rejected(R"({"pid":1e-99999999999999999999,"token":"t"})") ==
+        OwnerCheck::pid_not_positive_integer);
+  // The digits of exponents inside strings are left alone.
+  CHECK(accepted(R"({"pid":1,"token":"1e99999999999999999999"})").token == "1e99999999999999999999");
+  CHECK(accepted(R"({"pid":1e0000000000000000000000003,"token":"t"})").pid == 1000);
+}
+
+TEST_CASE("pid_text prints integers beyond 2^53 as JavaScript does: shortest digits, then zeros") {
+  CHECK(pid_text(0x1p53) == "9007199254740992");
+  CHECK(pid_text(0x1p53 + 2) == "9007199254740994");
+  CHECK(pid_text(0x1p60) == "1152921504606847000");
+  CHECK(pid_text(-0x1p60) == "-1152921504606847000");
+  CHECK(pid_text(306919007199254740992.0) == "306919007199254740000");
+  CHECK(pid_text(123456789012345678901.0) == "123456789012345680000");
+  CHECK(pid_text(999999999999999868928.0) == "999999999999999900000");
+  CHECK(encode_owner(accepted(R"({"pid":306919007199254740993.001,"token":"t"})")) ==
+        R"({"pid":306919007199254740000,"token":"t"})");
+}
+
 namespace {
 /// A lock directory with an owner.json holding `bytes` (mode 0600).
 std::string make_lock(const TempDir& temp, std::string_view bytes, std::uint32_t owner_mode = 0600) {
