@@ -57,18 +57,26 @@ std::string_view guard_state_name(GuardState state) {
 }
 
 std::string shell_word(std::string_view word) {
+  static constexpr auto safe = [] {  // characters no POSIX shell treats specially
+    std::array<bool, 256> table{};
+    for (unsigned char c : std::string_view("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789/.-_+:,@%="))
+      table[c] = true;
+    return table;
+  }();
   const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '/' || c == '.' || c == '-' || c == '_' || c == '+' || c == ':' || c == ',' ||
-           c == '@' || c == '%' || c == '=';
+    return safe[static_cast<unsigned char>(c)];
   });
   if (plain && word.front() != '=') return std::string(word);
-  std::string out = "'";
+  std::string out;
+  out.reserve(word.size() + 2);
+  out += '\'';
   for (char c : word) {
     if (c == '\'') out += "'\\''";
     else out += c;
   }
-  return out + "'";
+  out += '\'';
+  return out;
 }
 
 namespace {
@@ -84,14 +92,18 @@ std::string_view live_reason(const ProcessFacts& facts) {
 /// The `apnea-locks reclaim` command that would act on an entry.
 std::string fix_command(const EntryFacts& facts, const ClassifyPolicy& policy,
                         const EntryLabel* label, bool force) {
-  std::string command = "apnea-locks reclaim";
+  std::string command;
+  command.reserve(64 + facts.path.size() +
+                  (policy.lock_dir_option ? policy.lock_dir_option->size() : 0) +
+                  (label != nullptr ? label->path.size() : 0));
+  command += "apnea-locks reclaim";
   if (force) command += " --force";
-  if (policy.lock_dir_option) command += " --lock-dir " + shell_word(*policy.lock_dir_option);
+  if (policy.lock_dir_option) command.append(" --lock-dir ").append(shell_word(*policy.lock_dir_option));
   if (facts.parsed.role == EntryRole::lock && label != nullptr) {
     command += label->kind == LockKind::global_setup ? " --home " : " --repo ";
     command += shell_word(label->path);
   } else {
-    command += " " + shell_word(facts.path);
+    command.append(" ").append(shell_word(facts.path));
   }
   return command;
 }

@@ -51,7 +51,11 @@ std::string lock_key(LockKind kind, std::string_view canonical_path) {
 }
 
 std::string lock_name(LockKind kind, std::string_view key) {
-  return std::string(kind_name(kind)) + "-" + std::string(key) + ".lock";
+  const std::string_view prefix = kind_name(kind);
+  std::string name;
+  name.reserve(prefix.size() + key.size() + 6);
+  name.append(prefix).append("-").append(key).append(".lock");
+  return name;
 }
 
 namespace {

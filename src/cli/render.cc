@@ -38,7 +38,7 @@ bool plain_ascii(std::string_view text) {
   }
   char padded[16];  // short (most keys): padded with a plain byte, checked the same way
   std::memset(padded, 'a', sizeof padded);
-  std::memcpy(padded, text.data(), n);
+  if (n > 0) std::memcpy(padded, text.data(), n);  // (an empty view's data may be null)
   return plain16(padded);
 }
 
@@ -176,7 +176,7 @@ JsonWriter& JsonWriter::key(std::string_view name) {
   std::memset(at, ' ', indent);
   at += indent;
   *at++ = '"';
-  std::memcpy(at, name.data(), name.size());
+  if (!name.empty()) std::memcpy(at, name.data(), name.size());
   at += name.size();
   *at++ = '"';
   *at++ = ':';

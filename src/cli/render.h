@@ -60,6 +60,7 @@ class JsonWriter {
   void flush_buffer();
   // Appending to the buffer, inline: status calls these a few dozen times per entry.
   void put(std::string_view text) {
+    if (text.empty()) return;  // its data may be null, which memcpy must not get
     if (chunk_size - used_ < text.size()) return put_large(text);
     std::memcpy(buffer_.get() + used_, text.data(), text.size());
     used_ += text.size();
