@@ -4,7 +4,6 @@
 #include <array>
 #include <bit>
 #include <cerrno>
-#include <unordered_set>
 
 #include "apnea_locks/owner.h"
 
@@ -66,11 +65,9 @@ bool changed_since(System& system, const std::string& path, const OwnerRead& rea
   return !again->same_object(*read.lock_stat) || again->type != read.lock_stat->type;
 }
 
-/// gather_entry; with `listed_guards`, a lock's reclaim guard is looked up (lstat) only when
-/// its name is among them (scan_area lists the area's guards first: one lstat per lock saved).
+/// gather_entry, sharing `processes` across a scan.
 EntryFacts gather(System& system, std::string_view lock_directory, std::string_view name,
-                  std::uint32_t uid, ProcessCache& processes, int reread_limit,
-                  const std::unordered_set<std::string>* listed_guards) {
+                  std::uint32_t uid, ProcessCache& processes, int reread_limit) {
   EntryFacts facts;
   facts.name = std::string(name);
   facts.path = entry_path(lock_directory, name);
@@ -97,8 +94,7 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
   facts.stat = read.lock_stat;
   if (read.owner) facts.process = processes.get(read.owner->pid);
   facts.owner = std::move(read);
-  if (facts.parsed.role == EntryRole::lock && !facts.kept_changing &&
-      (listed_guards == nullptr || listed_guards->count(facts.name + ".reclaim") != 0)) {
+  if (facts.parsed.role == EntryRole::lock && !facts.kept_changing) {
     auto guard = system.lstat(facts.path + ".reclaim");
     if (guard) facts.guard = *guard;
   }
@@ -109,24 +105,16 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
 
 EntryFacts gather_entry(System& system, std::string_view lock_directory, std::string_view name,
                         std::uint32_t uid, ProcessCache& processes, int reread_limit) {
-  return gather(system, lock_directory, name, uid, processes, reread_limit, nullptr);
+  return gather(system, lock_directory, name, uid, processes, reread_limit);
 }
 
 SysResult<void> scan_area(System& system, const std::string& lock_directory, std::uint32_t uid,
                           const std::function<bool(const EntryFacts&)>& visit) {
   ProcessCache processes(system);
-  // Reclaim guards are rare: one listing finds them all, so the locks without one (nearly
-  // all) cost no lstat of a missing `<lock>.reclaim`. A guard made after this listing is
-  // missed, just as one made after a per-lock lstat would be.
-  std::unordered_set<std::string> guards;
-  auto listed = system.list_directory(lock_directory, [&](const DirEntry& entry) {
-    if (entry.name.ends_with(".reclaim")) guards.insert(entry.name);
-    return true;
-  });
-  if (!listed) return listed;
+  // One pass over the directory (issue 3): each lock's guard is looked up with one lstat.
   return system.list_directory(lock_directory, [&](const DirEntry& entry) {
     EntryFacts facts = gather(system, lock_directory, entry.name, uid, processes,
-                              default_reread_limit, &guards);
+                              default_reread_limit);
     if (!facts.stat && !facts.kept_changing) return true;  // vanished since the listing
     return visit(facts);
   });

@@ -49,10 +49,9 @@ EntryFacts gather_entry(System& system, std::string_view lock_directory, std::st
                         std::uint32_t uid, ProcessCache& processes,
                         int reread_limit = default_reread_limit);
 
-/// Streams every entry of `lock_directory` to `visit` with its facts; entries that vanish
-/// before they are read are skipped. `visit` returns false to stop. The directory is listed
-/// twice: once for its reclaim guards (so a lock without one costs no lstat), then entry by
-/// entry. Fails only when the directory cannot be listed.
+/// Streams every entry of `lock_directory` (one directory pass) to `visit` with its facts;
+/// entries that vanish before they are read are skipped. `visit` returns false to stop.
+/// Fails only when the directory cannot be listed.
 SysResult<void> scan_area(System& system, const std::string& lock_directory, std::uint32_t uid,
                           const std::function<bool(const EntryFacts&)>& visit);
 
