@@ -57,14 +57,6 @@ bool has_owner_record(EntryRole role) {
   return role == EntryRole::lock || role == EntryRole::candidate || role == EntryRole::tombstone;
 }
 
-/// True when a rejected read may be a race: the lock is no longer the directory that was read.
-bool changed_since(System& system, const std::string& path, const OwnerRead& read) {
-  auto again = system.lstat(path);
-  if (!again) return true;  // vanished (or unreadable now): not a stable malformed lock
-  if (!read.lock_stat) return true;
-  return !again->same_object(*read.lock_stat) || again->type != read.lock_stat->type;
-}
-
 /// gather_entry, sharing `processes` across a scan.
 EntryFacts gather(System& system, std::string_view lock_directory, std::string_view name,
                   std::uint32_t uid, ProcessCache& processes, int reread_limit) {
@@ -79,16 +71,15 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
     return facts;
   }
 
-  OwnerRead read = read_owner(system, facts.path, uid);
+  // A lock that changes under the reader (a release, then maybe a new owner reusing the
+  // inode number) is read again, never reported malformed: the core's settled-read rule.
+  OwnerRead read;
   if (facts.parsed.role == EntryRole::lock) {
-    for (int attempt = 0; !read.owner && !read.owner.error().lock_vanished(); ++attempt) {
-      if (!changed_since(system, facts.path, read)) break;
-      if (attempt >= reread_limit) {
-        facts.kept_changing = true;
-        break;
-      }
-      read = read_owner(system, facts.path, uid);
-    }
+    SettledRead settled = read_owner_settled(system, facts.path, uid, reread_limit + 1);
+    facts.kept_changing = !settled.settled;
+    read = std::move(settled.read);
+  } else {
+    read = read_owner(system, facts.path, uid);
   }
   if (!read.owner && read.owner.error().lock_vanished()) return facts;  // gone: no stat
   facts.stat = read.lock_stat;
