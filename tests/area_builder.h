@@ -4,9 +4,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <future>
+#include <thread>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -146,6 +149,32 @@ class Sleeper {
   pid_t pid_ = -1;
   int hold_ = -1;
   bool ok_ = false;
+};
+
+/// A thread of this process that waits until destroyed; its tid is not a process leader.
+class WaitingThread {
+ public:
+  WaitingThread() {
+    std::promise<pid_t> tid;
+    auto got = tid.get_future();
+    thread_ = std::thread([this, &tid] {
+      tid.set_value(static_cast<pid_t>(::syscall(SYS_gettid)));
+      release_.get_future().wait();
+    });
+    tid_ = got.get();
+  }
+  ~WaitingThread() {
+    release_.set_value();
+    thread_.join();
+  }
+  WaitingThread(const WaitingThread&) = delete;
+  WaitingThread& operator=(const WaitingThread&) = delete;
+  pid_t tid() const { return tid_; }
+
+ private:
+  std::promise<void> release_;
+  std::thread thread_;
+  pid_t tid_ = 0;
 };
 
 /// One path's observable state: type, mode, uid, size, mtime, inode.

@@ -103,31 +103,6 @@ std::int64_t pid_max() {
   return value;
 }
 
-/// A thread of this process that waits until destroyed; its tid is not a process leader.
-class WaitingThread {
- public:
-  WaitingThread() {
-    std::promise<pid_t> tid;
-    auto got = tid.get_future();
-    thread_ = std::thread([this, &tid] {
-      tid.set_value(static_cast<pid_t>(::syscall(SYS_gettid)));
-      release_.get_future().wait();
-    });
-    tid_ = got.get();
-  }
-  ~WaitingThread() {
-    release_.set_value();
-    thread_.join();
-  }
-  WaitingThread(const WaitingThread&) = delete;
-  WaitingThread& operator=(const WaitingThread&) = delete;
-  pid_t tid() const { return tid_; }
-
- private:
-  std::promise<void> release_;
-  std::thread thread_;
-  pid_t tid_ = 0;
-};
 
 /// What one entry of the zoo must show.
 struct Expect {

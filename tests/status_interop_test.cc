@@ -43,31 +43,6 @@ std::vector<json::object> json_lines(const std::string& out) {
   return lines;
 }
 
-/// A thread of this process waiting until destroyed (its tid answers kill(tid, 0)).
-class WaitingThread {
- public:
-  WaitingThread() {
-    std::promise<pid_t> tid;
-    auto got = tid.get_future();
-    thread_ = std::thread([this, &tid] {
-      tid.set_value(static_cast<pid_t>(::syscall(SYS_gettid)));
-      release_.get_future().wait();
-    });
-    tid_ = got.get();
-  }
-  ~WaitingThread() {
-    release_.set_value();
-    thread_.join();
-  }
-  WaitingThread(const WaitingThread&) = delete;
-  WaitingThread& operator=(const WaitingThread&) = delete;
-  pid_t tid() const { return tid_; }
-
- private:
-  std::promise<void> release_;
-  std::thread thread_;
-  pid_t tid_ = 0;
-};
 
 long long kernel_pid_max() {
   std::ifstream in("/proc/sys/kernel/pid_max");
