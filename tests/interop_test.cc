@@ -54,12 +54,6 @@ std::string core_lock_dir(const std::string& tmpdir, const std::string& tmp = ""
   return default_lock_directory(system);
 }
 
-long read_number(const std::string& path) {
-  std::ifstream in(path);
-  long value = -1;
-  in >> value;
-  return value;
-}
 
 }  // namespace
 

@@ -24,12 +24,6 @@ using namespace apnea_locks::testing;
 
 namespace {
 
-long read_number(const std::string& path) {
-  std::ifstream in(path);
-  long value = -1;
-  in >> value;
-  return value;
-}
 
 /// The report line (`stress-done`) a stress process printed, after it ended with 0.
 boost::json::object report_of(Child& child) {

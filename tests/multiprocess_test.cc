@@ -12,12 +12,6 @@
 using namespace apnea_locks::testing;
 
 namespace {
-long read_number(const std::string& path) {
-  std::ifstream in(path);
-  long value = -1;
-  in >> value;
-  return value;
-}
 }  // namespace
 
 TEST_CASE("4 processes x 300 cycles: no lost update, no malformed") {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,14 @@ inline CommandResult run_command(const std::vector<std::string>& words,
 inline std::string test_env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string() : std::string(value);
+}
+
+/// The number a counter file holds (the stress tests' shared counter); -1 when unreadable.
+inline long read_number(const std::string& path) {
+  std::ifstream in(path);
+  long value = -1;
+  in >> value;
+  return value;
 }
 
 /// A child process with a pipe to its stdin and one from its stdout (stderr passes
