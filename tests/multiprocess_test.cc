@@ -11,9 +11,6 @@
 
 using namespace apnea_locks::testing;
 
-namespace {
-}  // namespace
-
 TEST_CASE("4 processes x 300 cycles: no lost update, no malformed") {
   const std::string stress = test_env("APNEA_LOCKS_STRESS");
   REQUIRE_FALSE(stress.empty());
