@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
@@ -388,6 +389,132 @@ std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes) {
     return std::unexpected(reject(OwnerCheck::token_not_string));
   if (h.token.empty()) return std::unexpected(reject(OwnerCheck::token_empty));
   return Owner{h.pid, h.token};
+}
+
+namespace {
+
+/// A handler collecting the value of every member named "pid", at any depth, as a number or
+/// a decimal string. Keys are matched after JSON unescaping, so `"p\u0069d"` counts.
+struct PidCollector {
+  static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_object_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_string_size = static_cast<std::size_t>(-1);
+  static constexpr std::size_t max_key_size = static_cast<std::size_t>(-1);
+
+  std::vector<std::string>* values = nullptr;
+  bool pending_pid = false;  // the next value belongs to a "pid" member
+  std::string text;
+
+  void take(std::string value) {
+    if (pending_pid) values->push_back(std::move(value));
+    pending_pid = false;
+  }
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_array_begin(json::error_code&) { pending_pid = false; return true; }
+  bool on_array_end(std::size_t, json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) { pending_pid = false; return true; }
+  bool on_object_end(std::size_t, json::error_code&) { return true; }
+  bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
+    if (pending_pid) text.append(s.data(), s.size());
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, json::error_code&) {
+    text.append(s.data(), s.size());
+    take(std::move(text));
+    text.clear();
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
+    text.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, json::error_code&) {
+    text.append(s.data(), s.size());
+    pending_pid = text == "pid";
+    text.clear();
+    return true;
+  }
+  bool on_number_part(json::string_view s, json::error_code&) {
+    text.append(s.data(), s.size());
+    return true;
+  }
+  bool number(json::string_view last) {
+    text.append(last.data(), last.size());
+    take(std::move(text));
+    text.clear();
+    return true;
+  }
+  bool on_int64(std::int64_t, json::string_view s, json::error_code&) { return number(s); }
+  bool on_uint64(std::uint64_t, json::string_view s, json::error_code&) { return number(s); }
+  bool on_double(double, json::string_view s, json::error_code&) { return number(s); }
+  bool on_bool(bool, json::error_code&) { pending_pid = false; return true; }
+  bool on_null(json::error_code&) { pending_pid = false; return true; }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+};
+
+bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/// The texts that follow `"pid"` and a colon anywhere in `text`: a number token, or the
+/// contents of a string.
+void scan_pid_members(std::string_view text, std::vector<std::string>& values) {
+  constexpr std::string_view key = "\"pid\"";
+  for (std::size_t at = text.find(key); at != std::string_view::npos;
+       at = text.find(key, at + 1)) {
+    std::size_t i = at + key.size();
+    while (i < text.size() && json_space(text[i])) ++i;
+    if (i >= text.size() || text[i] != ':') continue;
+    ++i;
+    while (i < text.size() && json_space(text[i])) ++i;
+    if (i >= text.size()) continue;
+    if (text[i] == '"') {
+      const std::size_t end = text.find('"', i + 1);
+      if (end != std::string_view::npos) values.emplace_back(text.substr(i + 1, end - i - 1));
+      continue;
+    }
+    std::size_t end = i;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
+                                 text[end] == '-' || text[end] == '+' || text[end] == '.' ||
+                                 text[end] == 'e' || text[end] == 'E'))
+      ++end;
+    if (end > i) values.emplace_back(text.substr(i, end - i));
+  }
+}
+
+/// The pid a member's text names: a JSON number, or a string of decimal digits; nothing
+/// when it cannot name a process (not a positive integer).
+std::optional<double> pid_value(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const bool digits = std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (!digits && (end == nullptr || *end != '\0')) return std::nullopt;
+  if (std::isnan(value) || !(value > 0) || (std::isfinite(value) && std::trunc(value) != value))
+    return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::vector<double> named_pids(std::string_view bytes) {
+  std::string text = utf8_with_replacement(bytes);
+  std::vector<std::string> found;
+  json::parse_options options;
+  options.max_depth = text.size() + 1;
+  options.allow_invalid_utf8 = true;
+  json::basic_parser<PidCollector> parser(options);
+  parser.handler().values = &found;
+  json::error_code error;
+  parser.write_some(false, text.data(), text.size(), error);  // the valid prefix's members
+  scan_pid_members(text, found);
+  std::vector<double> pids;
+  for (const std::string& value : found)
+    if (auto pid = pid_value(value)) pids.push_back(*pid);
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
 }
 
 OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid) {

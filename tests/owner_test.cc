@@ -329,3 +329,32 @@ TEST_CASE("read_owner_settled tells a malformed lock from one changing under the
     CHECK(system.count("lstat") == 1);
   }
 }
+
+TEST_CASE("named_pids: every pid a record could mean (the never-live rule)") {
+  using V = std::vector<double>;
+  CHECK(named_pids(R"({"pid":42,"token":"t"})") == V{42});
+  // Malformed records still name their writer.
+  CHECK(named_pids(R"({"pid":42,"token":"t"}trailing)") == V{42});
+  CHECK(named_pids("\xEF\xBB\xBF{\"pid\":42,\"token\":\"t\"}") == V{42});
+  CHECK(named_pids(R"({"pid":42,"tok)") == V{42});                      // truncated
+  CHECK(named_pids(R"({"pid":7,"pid":42,"token":"t"})") == V{7, 42});   // duplicates
+  CHECK(named_pids(R"({"a":{"b":[{"pid":9}]},"token":"t"})") == V{9});  // any depth
+  CHECK(named_pids(R"({"pid":"123","token":"t"})") == V{123});          // decimal string
+  CHECK(named_pids(R"({"p\u0069d":77})") == V{77});                     // escaped key
+  CHECK(named_pids(R"({"pid":1e3})") == V{1000});
+  CHECK(named_pids(R"({"pid":5}{"pid":6})") == V{5, 6});                // a second value
+  CHECK(named_pids("{\"pid\":42,\"token\":\"\xff\xfe\"}") == V{42});      // invalid UTF-8
+  std::string deep;
+  for (int i = 0; i < 1500; ++i) deep += "[";
+  deep += R"({"pid":31})";
+  CHECK(named_pids(deep) == V{31});
+  // What cannot name a process is left out; only 1..2^31-1 ever reaches kill().
+  CHECK(named_pids(R"({"pid":-5})").empty());
+  CHECK(named_pids(R"({"pid":0})").empty());
+  CHECK(named_pids(R"({"pid":1.5})").empty());
+  CHECK(named_pids(R"({"pid":"abc"})").empty());
+  CHECK(named_pids("").empty());
+  CHECK(named_pids("\x01\x02 binary").empty());
+  CHECK(named_pids(R"({"token":"t"})").empty());
+  CHECK(named_pids(R"({"pid":99999999999})") == V{99999999999.0});  // out of range: kept
+}

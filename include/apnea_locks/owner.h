@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "apnea_locks/system.h"
 
@@ -75,6 +76,14 @@ struct OwnerRejection {
 /// IEEE doubles), then `pid` a positive integer number and `token` a non-empty string.
 /// Pure: no I/O.
 std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes);
+
+/// Every pid an owner record could mean (PROTOCOL.md section 10, the never-live rule): the
+/// value of each `pid` member at any depth (duplicates included, escaped keys too), as a
+/// number or a decimal string, found in the longest valid JSON prefix by a parser without a
+/// depth limit and anywhere in the text by a lexical scan (so trailing bytes, a BOM or a
+/// second value still name their pids). Invalid UTF-8 becomes U+FFFD first. Values that
+/// cannot name a process (not a positive integer) are left out. Pure.
+std::vector<double> named_pids(std::string_view bytes);
 
 /// UTF-8 decoding as Node's `Buffer.toString("utf8")`: each maximal invalid subpart
 /// becomes U+FFFD.
