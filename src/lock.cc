@@ -241,6 +241,68 @@ LockResult<HeldLock> acquire(System& system, const LockTarget& target,
   }
 }
 
+namespace {
+
+/// entry_unremovable's checks; when `remove`, then the removal itself.
+std::optional<std::string> check_and_remove(System& system, const std::string& path,
+                                            const FileStat& judged, bool remove) {
+  auto fd = system.open_directory(path);
+  if (!fd) {
+    if (is(fd.error(), std::errc::no_such_file_or_directory)) return "it is already gone";
+    if (is(fd.error(), std::errc::too_many_symbolic_link_levels)) return "it is a symlink now";
+    return fmt::format("cannot open it: {}", errno_text(fd.error()));
+  }
+  struct Closer {
+    System& system;
+    int fd;
+    ~Closer() { system.close(fd); }
+  } closer{system, *fd};
+  auto self = system.fstat(*fd);
+  if (!self) return fmt::format("cannot stat it: {}", errno_text(self.error()));
+  if (!self->same_object(judged)) return "it was replaced since it was judged";
+  auto names = system.list_names_at(*fd);
+  if (!names) return fmt::format("cannot list it: {}", errno_text(names.error()));
+  bool has_owner = false;
+  for (const std::string& name : *names) {
+    if (name != owner_file_name)
+      return fmt::format("it holds more than {} (found '{}'): not removed recursively",
+                         owner_file_name, name);
+    has_owner = true;
+  }
+  if (has_owner) {
+    auto owner = system.stat_at(*fd, std::string(owner_file_name));
+    if (!owner) return fmt::format("cannot stat {}: {}", owner_file_name, errno_text(owner.error()));
+    if (owner->type != FileType::regular)
+      return fmt::format("its {} is a {}, not a file", owner_file_name, file_type_name(owner->type));
+    if (owner->dev != self->dev) return fmt::format("its {} is on another device", owner_file_name);
+  }
+  // Without write and search permission on the entry, owner.json cannot be unlinked: say so
+  // before anything is renamed, instead of leaving a tombstone behind.
+  if (system.uid() != 0 && (self->mode & 0300) != 0300)
+    return fmt::format("its mode {:04o} does not let its owner remove {}", self->mode,
+                       owner_file_name);
+  if (!remove) return std::nullopt;
+  if (has_owner) {
+    if (auto unlinked = system.unlink_at(*fd, std::string(owner_file_name)); !unlinked)
+      return fmt::format("cannot remove {}: {}", owner_file_name, errno_text(unlinked.error()));
+  }
+  if (auto removed = system.rmdir(path); !removed)
+    return fmt::format("cannot remove it: {}", errno_text(removed.error()));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> entry_unremovable(System& system, const std::string& path,
+                                             const FileStat& judged) {
+  return check_and_remove(system, path, judged, false);
+}
+
+std::optional<std::string> remove_entry(System& system, const std::string& path,
+                                        const FileStat& judged) {
+  return check_and_remove(system, path, judged, true);
+}
+
 LockResult<std::optional<std::string>> remove_if_owned(System& system, const std::string& lock,
                                                        const std::string& token,
                                                        bool keep_tombstone) {
@@ -259,13 +321,22 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
   OwnerRead moved = read_owner(system, tombstone, uid);
   if (!moved.owner || moved.owner->token != token) return std::optional<std::string>();
   if (!keep_tombstone) {
-    if (auto removed = system.remove_tree(tombstone); !removed)
-      return failure(config_error(fmt::format("could not remove tombstone: {}, rm '{}'",
-                                              errno_text(removed.error()), tombstone),
+    if (auto kept = remove_entry(system, tombstone, *moved.lock_stat))
+      return failure(config_error(fmt::format("could not remove tombstone {}: {}", tombstone, *kept),
                                   tombstone));
   }
   return std::optional<std::string>(tombstone);
 }
+
+namespace {
+/// Why the lock at `lock` could not be removed once renamed (entry_unremovable of what is
+/// there now), so that nothing is renamed that would be left behind as a tombstone.
+std::optional<std::string> unremovable_lock(System& system, const std::string& lock) {
+  auto now = system.lstat(lock);
+  if (!now) return std::nullopt;  // gone: the token check below reports it
+  return entry_unremovable(system, lock, *now);
+}
+}  // namespace
 
 LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lock,
                                            const std::string& resource,
@@ -290,6 +361,8 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
 
   if (auto stop = expect.confirm ? expect.confirm() : std::nullopt) {
     outcome.changed = *stop;
+  } else if (auto blocked = unremovable_lock(system, lock)) {
+    outcome.changed = *blocked;
   } else if (expect.token) {
     auto tombstone = remove_if_owned(system, lock, *expect.token, keep_tombstone);
     if (!tombstone) {
@@ -334,8 +407,8 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
         outcome.removed = true;
         outcome.tombstone = tombstone;
         if (!keep_tombstone) {
-          if (auto removed = system.remove_tree(tombstone); !removed)
-            error = wrapped(removed.error(), "rm", tombstone, resource);
+          if (auto kept = remove_entry(system, tombstone, *expect.identity))
+            outcome.changed = fmt::format("renamed to {} but not removed: {}", tombstone, *kept);
         }
       }
     }

@@ -66,6 +66,7 @@ FileStat from_stat(const struct stat& st) {
   out.nlink = st.st_nlink;
   out.size = st.st_size;
   out.mtime_ns = std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  out.ctime_ns = std::int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
   return out;
 }
 
@@ -277,6 +278,47 @@ class RealSystem final : public System {
       if (!visit(entry)) break;
     }
     ::closedir(dir);
+    return {};
+  }
+
+  SysResult<int> open_directory(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return fail_errno();
+    return fd;
+  }
+
+  SysResult<std::vector<std::string>> list_names_at(int fd) override {
+    int copy = ::openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (copy < 0) return fail_errno();
+    DIR* dir = ::fdopendir(copy);
+    if (dir == nullptr) {
+      int error = errno;
+      ::close(copy);
+      return fail(error);
+    }
+    std::vector<std::string> names;
+    for (;;) {
+      errno = 0;
+      struct dirent* item = ::readdir(dir);
+      if (item == nullptr) {
+        int error = errno;
+        ::closedir(dir);
+        if (error != 0) return fail(error);
+        return names;
+      }
+      if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
+      names.emplace_back(item->d_name);
+    }
+  }
+
+  SysResult<FileStat> stat_at(int fd, const std::string& name) override {
+    struct stat st {};
+    if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail_errno();
+    return from_stat(st);
+  }
+
+  SysResult<void> unlink_at(int fd, const std::string& name) override {
+    if (::unlinkat(fd, name.c_str(), 0) != 0) return fail_errno();
     return {};
   }
 

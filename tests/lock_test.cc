@@ -512,3 +512,62 @@ TEST_CASE("crash injection: a reclamation abandoned after every step never remov
     }
   }
 }
+
+TEST_CASE("remove_entry: owner.json through the descriptor, then rmdir; never recursive") {
+  Fixture f;
+  const std::string entry = f.target.lock_path + ".tombstone.t1";
+  f.plant(entry, dead_pid, "x");
+  const FileStat judged = *f.system.real().lstat(entry);
+
+  SUBCASE("only owner.json inside: removed") {
+    CHECK(entry_unremovable(f.system, entry, judged) == std::nullopt);
+    CHECK(f.exists(entry));  // the check changes nothing
+    CHECK(remove_entry(f.system, entry, judged) == std::nullopt);
+    CHECK_FALSE(f.exists(entry));
+  }
+  SUBCASE("anything else inside: refused, everything kept") {
+    REQUIRE(::mkdir((entry + "/nested").c_str(), 0700) == 0);
+    auto why = remove_entry(f.system, entry, judged);
+    REQUIRE(why);
+    CHECK(why->find("nested") != std::string::npos);
+    CHECK(f.exists(entry + "/owner.json"));
+    CHECK(f.exists(entry + "/nested"));
+  }
+  SUBCASE("owner.json that is a directory: refused") {
+    REQUIRE(::unlink((entry + "/owner.json").c_str()) == 0);
+    REQUIRE(::mkdir((entry + "/owner.json").c_str(), 0700) == 0);
+    CHECK(remove_entry(f.system, entry, judged).has_value());
+    CHECK(f.exists(entry + "/owner.json"));
+  }
+  SUBCASE("replaced since it was judged: refused") {
+    REQUIRE(f.system.real().rename(entry, f.temp / "aside"));
+    f.plant(entry, dead_pid, "x");
+    CHECK(remove_entry(f.system, entry, judged).has_value());
+    CHECK(f.exists(entry + "/owner.json"));
+  }
+  SUBCASE("a symlink to a directory: refused, the target untouched") {
+    REQUIRE(f.system.real().rename(entry, f.temp / "target"));
+    REQUIRE(::symlink((f.temp / "target").c_str(), entry.c_str()) == 0);
+    const FileStat target = *f.system.real().lstat(f.temp / "target");
+    CHECK(remove_entry(f.system, entry, target).has_value());
+    CHECK(f.exists(f.temp / "target/owner.json"));
+  }
+  SUBCASE("an empty directory (crash before owner.json): removed") {
+    REQUIRE(::unlink((entry + "/owner.json").c_str()) == 0);
+    CHECK(remove_entry(f.system, entry, judged) == std::nullopt);
+    CHECK_FALSE(f.exists(entry));
+  }
+}
+
+TEST_CASE("a dead owner's lock that cannot be removed whole is not renamed to a tombstone") {
+  Fixture f;
+  f.plant(f.target.lock_path, dead_pid, "dead");
+  REQUIRE(::mkdir((f.target.lock_path + "/extra").c_str(), 0700) == 0);
+  ReclaimExpectation expect;
+  expect.token = "dead";
+  auto outcome = reclaim_guarded(f.system, f.target.lock_path, f.target.resource, expect);
+  REQUIRE(outcome);
+  CHECK_FALSE(outcome->removed);
+  CHECK(outcome->changed.find("extra") != std::string::npos);
+  CHECK(f.entries() == std::vector<std::string>{f.target.lock_path.substr(f.dir.size() + 1)});
+}

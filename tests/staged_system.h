@@ -114,6 +114,22 @@ class StagedSystem : public System {
     if (!step("realpath", path)) return dead();
     return real_.realpath(path);
   }
+  SysResult<int> open_directory(const std::string& path) override {
+    if (!step("open_directory", path)) return dead();
+    return real_.open_directory(path);
+  }
+  SysResult<std::vector<std::string>> list_names_at(int fd) override {
+    if (!step("list_names_at", std::to_string(fd))) return dead();
+    return real_.list_names_at(fd);
+  }
+  SysResult<FileStat> stat_at(int fd, const std::string& name) override {
+    if (!step("stat_at", name)) return dead();
+    return real_.stat_at(fd, name);
+  }
+  SysResult<void> unlink_at(int fd, const std::string& name) override {
+    if (!step("unlink_at", name)) return dead();
+    return real_.unlink_at(fd, name);
+  }
   int signal_probe(std::int64_t pid) override {
     if (!step("kill", std::to_string(pid))) return ENOTRECOVERABLE;
     if (real_processes) return real_.signal_probe(pid);

@@ -118,6 +118,20 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
                                                        const std::string& token,
                                                        bool keep_tombstone = false);
 
+/// Why the entry at `path` (a lock, candidate or tombstone) could not be removed the way
+/// PROTOCOL.md section 10 allows, or nothing when it could: opened as a directory without
+/// following a symlink, it must be the device and inode `judged`, hold nothing but a regular
+/// `owner.json` on the same device (or nothing), and be writable by us. Changes nothing.
+std::optional<std::string> entry_unremovable(System& system, const std::string& path,
+                                             const FileStat& judged);
+
+/// Removes the entry at `path` as PROTOCOL.md section 10 says: the checks of
+/// entry_unremovable, then `owner.json` unlinked through the directory's descriptor, then
+/// the entry rmdir'ed. Never recursive: anything else inside is refused and left. Returns
+/// why it was not removed, or nothing when it was.
+std::optional<std::string> remove_entry(System& system, const std::string& path,
+                                        const FileStat& judged);
+
 /// What a guarded reclamation expects to find at the lock before it renames it.
 struct ReclaimExpectation {
   /// A valid owner: the token judged dead.

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace apnea_locks {
 
@@ -35,6 +36,7 @@ struct FileStat {
   std::uint64_t nlink = 0;
   std::int64_t size = 0;
   std::int64_t mtime_ns = 0;  ///< wall-clock nanoseconds since the epoch
+  std::int64_t ctime_ns = 0;  ///< last status change, wall-clock nanoseconds since the epoch
 
   /// True when both name the same filesystem object.
   bool same_object(const FileStat& other) const { return dev == other.dev && ino == other.ino; }
@@ -111,6 +113,17 @@ class System {
                                          const std::function<bool(const DirEntry&)>& visit) = 0;
   /// realpath(3).
   virtual SysResult<std::string> realpath(const std::string& path) = 0;
+
+  // Filesystem, relative to an open directory (removing an entry without a path race).
+  /// open(2) of a directory with O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC: a symlink fails with
+  /// ELOOP, anything but a directory with ENOTDIR. Close it with close().
+  virtual SysResult<int> open_directory(const std::string& path) = 0;
+  /// The names in the directory open as `fd` (without "." and ".."); `fd` stays open.
+  virtual SysResult<std::vector<std::string>> list_names_at(int fd) = 0;
+  /// fstatat(2) of `name` in the directory `fd`, not following a symlink.
+  virtual SysResult<FileStat> stat_at(int fd, const std::string& name) = 0;
+  /// unlinkat(2) of the file `name` in the directory `fd` (never a directory).
+  virtual SysResult<void> unlink_at(int fd, const std::string& name) = 0;
 
   // Processes.
   /// kill(pid, 0): 0 when the signal could be sent, else the errno (ESRCH, EPERM, ...).
