@@ -95,7 +95,10 @@ TEST_CASE("raw cells keep one field per value") {
 }
 
 TEST_CASE("text forms: printable, shorten, ages, times, bytes, modes") {
-  CHECK(printable("a\x1b[31m\xff") == "a\\x1b[31m\xef\xbf\xbd");
+  CHECK(printable("a\x1b[31m\xff") == "a\\x1b[31m\\xff");
+  CHECK(printable("tab\tnl\ndel\x7f") == "tab\\x09nl\\x0adel\\x7f");
+  CHECK(printable("csi\xc2\x9b" "2J ok \xc2\xa0 \xe2\x82\xac") == "csi\\u009b2J ok \xc2\xa0 \xe2\x82\xac");
+  CHECK(printable("\xed\xa0\x80\xc0\xaf") == "\\xed\\xa0\\x80\\xc0\\xaf");
   CHECK(shorten("6f0d5d0e-1c2b-4a3d", 11) == "6f0d5d0e...");
   CHECK(shorten("short", 11) == "short");
   CHECK(display_width("\xc3\xa9\xc3\xa9") == 2);

@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include "cli/render.h"
+
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -63,7 +65,8 @@ std::expected<po::variables_map, int> parse_command_line(
 
 void print_error(std::string_view command, std::string_view message) {
   std::fflush(stdout);
-  fmt::print(stderr, "apnea-locks {}: {}\n", command, message);
+  // Messages carry paths and values from the environment and the disk: escaped, one line.
+  fmt::print(stderr, "apnea-locks {}: {}\n", command, printable(message));
 }
 
 bool colour_wanted(System& system) {

@@ -119,7 +119,10 @@ void print_raw_line(std::FILE* out, const std::vector<std::string>& cells);
 /// style) so a line splits on spaces; an empty cell is "-".
 std::string raw_cell(std::string_view text);
 
-/// `text` with control characters as `\xNN` and invalid UTF-8 replaced, for a terminal.
+/// The one escaper for text output (PROTOCOL.md section 10): C0 controls (`\n` and `\t`
+/// included) and DEL as `\xNN`, C1 controls as `\u0080`..`\u009f`, each byte of invalid
+/// UTF-8 as `\xNN`; everything else as is. Every string from disk, /proc or the
+/// environment passes it before it reaches a terminal.
 std::string printable(std::string_view text);
 
 /// Number of code points (display columns, near enough) of UTF-8 text.
