@@ -222,7 +222,7 @@ struct Zoo {
     make_dir(area + "/" + fake_lock_name("guarded") + ".reclaim");
     expect.push_back({fake_lock_name("guarded") + ".reclaim", "in-flight", "guard-recent", "null", false, false, ""});
     make_dir(area + "/" + fake_lock_name("abandoned") + ".reclaim");
-    age_path(area + "/" + fake_lock_name("abandoned") + ".reclaim", 120);
+    age_path(area + "/" + fake_lock_name("abandoned") + ".reclaim", 600);  // past the 5 min default
     expect.push_back({fake_lock_name("abandoned") + ".reclaim", "leftover", "guard-abandoned", "null", true, false, force});
 
     write_file(area + "/notes.txt", "hello");
@@ -376,6 +376,8 @@ TEST_CASE("status: usage errors exit 2 with one line") {
            {"status", "--kind", "lockish"},
            {"status", "--tolerance", "-1"},
            {"status", "--tolerance", "soon"},
+           {"status", "--tolerance", "1.5"},
+           {"status", "--guard-age", "30s"},
            {"status", "--repo", root / "missing"},
            {"status", "extra"}}) {
     CAPTURE(args.back());

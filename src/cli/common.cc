@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <utility>
 
 #include "cli/commands.h"
+#include "cli/render.h"
 
 namespace apnea_locks::cli {
 
@@ -71,10 +74,75 @@ bool colour_wanted(System& system) {
   return system.is_terminal(1) && (!no_colour || no_colour->empty());
 }
 
-std::expected<std::int64_t, std::string> seconds_option(std::string_view name, double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0)
-    return std::unexpected(fmt::format("--{} must be a number of seconds >= 0, not {}", name, seconds));
-  return static_cast<std::int64_t>(std::llround(seconds * 1e9));
+std::string duration_text(std::int64_t ns) {
+  const std::int64_t seconds = ns / ns_per_second;
+  if (seconds != 0) {
+    for (const auto& [unit, size] : {std::pair{'d', 86400}, {'h', 3600}, {'m', 60}})
+      if (seconds % size == 0) return fmt::format("{}{}", seconds / size, unit);
+  }
+  return fmt::format("{}s", seconds);
+}
+
+std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
+                                                        std::string_view text,
+                                                        std::int64_t min_ns,
+                                                        std::int64_t max_ns) {
+  const std::string range =
+      fmt::format("must be between {} and {}", duration_text(min_ns), duration_text(max_ns));
+  auto fail = [&](std::string_view why) {
+    return std::unexpected(fmt::format("{} '{}': {}{}", option, printable(text), why, range));
+  };
+  std::string_view digits = text;
+  std::int64_t unit_ns = ns_per_second;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 's': unit_ns = ns_per_second; break;
+      case 'm': unit_ns = ns_per_minute; break;
+      case 'h': unit_ns = ns_per_hour; break;
+      case 'd': unit_ns = ns_per_day; break;
+      default: unit_ns = 0;
+    }
+    if (unit_ns != 0) digits.remove_suffix(1);
+    else unit_ns = ns_per_second;
+  }
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return fail("not a duration (digits with an optional unit s, m, h or d: 90s, 5m, 2h, 1d); ");
+  // Saturates instead of overflowing: any value past the limit is out of every range.
+  constexpr std::int64_t limit = std::numeric_limits<std::int64_t>::max();
+  std::int64_t count = 0;
+  bool huge = false;
+  for (char c : digits) {
+    const int digit = c - '0';
+    if (count > (limit - digit) / 10) {
+      huge = true;
+      break;
+    }
+    count = count * 10 + digit;
+  }
+  if (huge || count > limit / unit_ns) return fail("");
+  const std::int64_t ns = count * unit_ns;
+  if (ns < min_ns || ns > max_ns) return fail("");
+  return ns;
+}
+
+std::string duration_help(DurationRange range) {
+  return fmt::format(" (DURATION: N[s|m|h|d], {} to {})", duration_text(range.min_ns),
+                     duration_text(range.max_ns));
+}
+
+po::typed_value<std::string>* duration_value(std::string option, DurationRange range,
+                                             std::function<void(std::int64_t)> store) {
+  return po::value<std::string>()->value_name("DURATION")->notifier(
+      [option = std::move(option), range, store = std::move(store)](const std::string& text) {
+        auto ns = parse_duration(option, text, range.min_ns, range.max_ns);
+        if (!ns) throw po::error(ns.error());
+        store(*ns);
+      });
+}
+
+po::typed_value<std::string>* duration_value(std::string option, DurationRange range,
+                                             std::int64_t& ns) {
+  return duration_value(std::move(option), range, [&ns](std::int64_t value) { ns = value; });
 }
 
 std::vector<std::string> split_list(const std::vector<std::string>& values) {

@@ -17,6 +17,7 @@
 #include "cli/common.h"
 #include "cli/entry_report.h"
 #include "cli/render.h"
+#include "cli/summary.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -37,8 +38,7 @@ struct InspectOptions {
   std::string repo;
   std::string home;
   bool json = false;
-  double tolerance = 2;
-  double guard_age = 60;
+  TimingOptions timing;
 };
 
 /// A related entry of the same lock (candidate, tombstone, guard), judged.
@@ -239,11 +239,8 @@ int inspect_command(const std::vector<std::string>& args) {
       ("help,h", "show this help")
       ("repo", po::value(&o.repo)->value_name("PATH"), "the repository lock of PATH")
       ("home", po::value(&o.home)->value_name("PATH"), "the global setup lock of home PATH")
-      ("json,J", po::bool_switch(&o.json), "one JSON document")
-      ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
-       "a process started this much after its owner record was written is a reused pid")
-      ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
-       "reclaim guards older than this are left over");
+      ("json,J", po::bool_switch(&o.json), "one JSON document");
+  add_timing_options(options, o.timing, "reclaim guards older than this are left over");
   add_area_options(options, o.area);
   po::options_description hidden;
   hidden.add_options()("lock", po::value(&o.lock));
@@ -257,10 +254,6 @@ int inspect_command(const std::vector<std::string>& args) {
   };
   if (int(!o.lock.empty()) + int(!o.repo.empty()) + int(!o.home.empty()) > 1)
     return usage_error("give one of LOCK, --repo PATH, --home PATH");
-  auto tolerance = seconds_option("tolerance", o.tolerance);
-  if (!tolerance) return usage_error(tolerance.error());
-  auto guard_age = seconds_option("guard-age", o.guard_age);
-  if (!guard_age) return usage_error(guard_age.error());
 
   System& system = real_system();
   Inspection in;
@@ -297,8 +290,8 @@ int inspect_command(const std::vector<std::string>& args) {
   ClassifyPolicy policy;
   policy.now_ns = system.now_ns();
   policy.area_uid = system.uid();
-  policy.reuse_tolerance_ns = *tolerance;
-  policy.guard_threshold_ns = *guard_age;
+  policy.reuse_tolerance_ns = o.timing.tolerance_ns;
+  policy.guard_threshold_ns = o.timing.guard_age_ns;
   if (in.area.explicit_directory) policy.lock_dir_option = in.area.directory;
   in.now_ns = policy.now_ns;
 

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render.h"
+#include "cli/summary.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -48,8 +49,7 @@ struct ReclaimOptions {
   bool yes = false;
   bool json = false;
   bool keep_tombstone = false;
-  double tolerance = 2;
-  double guard_age = 60;
+  TimingOptions timing;
 };
 
 po::options_description describe(ReclaimOptions& o) {
@@ -68,13 +68,11 @@ po::options_description describe(ReclaimOptions& o) {
       ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
       ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
        "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
-      ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
-       "a process started this much after its owner record was written is a reused pid")
-      ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
-       "reclaim guards, and candidates/tombstones without a readable owner record, older than "
-       "this are left over (removed with --force)")
       ("user", po::value(&o.user)->value_name("NAME"),
        "(root) act on NAME's lock area as NAME: /tmp/apnea-<uid>/operation-locks unless --lock-dir");
+  add_timing_options(options, o.timing,
+                     "reclaim guards, and candidates/tombstones without a readable owner record, "
+                     "older than this are left over (removed with --force)");
   add_area_options(options, o.area);
   return options;
 }
@@ -224,10 +222,6 @@ int reclaim_command(const std::vector<std::string>& args) {
     print_error(command_name, message);
     return exit_usage;
   };
-  auto tolerance = seconds_option("tolerance", o.tolerance);
-  if (!tolerance) return usage_error(tolerance.error());
-  auto guard_age = seconds_option("guard-age", o.guard_age);
-  if (!guard_age) return usage_error(guard_age.error());
   if (o.all && (!o.repos.empty() || !o.homes.empty() || !o.paths.empty()))
     return usage_error("--all names every entry: give no other target");
 
@@ -298,8 +292,8 @@ int reclaim_command(const std::vector<std::string>& args) {
   policy.keep_tombstone = o.keep_tombstone;
   policy.classify.now_ns = system.now_ns();
   policy.classify.area_uid = system.uid();
-  policy.classify.reuse_tolerance_ns = *tolerance;
-  policy.classify.guard_threshold_ns = *guard_age;
+  policy.classify.reuse_tolerance_ns = o.timing.tolerance_ns;
+  policy.classify.guard_threshold_ns = o.timing.guard_age_ns;
   if (area.explicit_directory) policy.classify.lock_dir_option = area.directory;
 
   std::vector<Target> targets;

@@ -16,9 +16,7 @@
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -34,6 +32,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/owner.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -68,30 +67,6 @@ struct RunOptions {
   std::vector<std::string> command;
 };
 
-/// Parses "30s", "500ms", "2m", "1h" or plain (possibly fractional) seconds.
-std::optional<nanoseconds> parse_duration(std::string_view text) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  auto [rest, error] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
-  if (error != std::errc() || rest == text.data() || !std::isfinite(value) || value < 0)
-    return std::nullopt;
-  const std::string_view unit(rest, static_cast<std::size_t>(end - rest));
-  double scale = 0;
-  if (unit.empty() || unit == "s")
-    scale = 1e9;
-  else if (unit == "ms")
-    scale = 1e6;
-  else if (unit == "m")
-    scale = 60e9;
-  else if (unit == "h")
-    scale = 3600e9;
-  else
-    return std::nullopt;
-  const double ns = value * scale;
-  if (ns > 9e18) return std::nullopt;
-  return nanoseconds(static_cast<std::int64_t>(ns));
-}
-
 std::int64_t whole_ms(nanoseconds duration) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
 }
@@ -113,7 +88,8 @@ po::options_description option_table() {
       ("lock-dir", po::value<std::string>()->value_name("DIR"),
        "the lock directory (default: Apnea's, from TMPDIR)")
       ("wait,w", po::value<std::string>()->value_name("DURATION"),
-       "wait up to DURATION (30s, 500ms, 2m) for a live owner")
+       ("wait up to DURATION (90s, 2m, 1h; 0 tries once) for a live owner" +
+        duration_help(wait_range)).c_str())
       ("nonblock,n", "never wait, not even for the global setup lock")
       ("json", "print an event stream (JSON lines) on standard error")
       ("print-token", "print the held owner (lock path, pid, token) on standard error")
@@ -182,11 +158,10 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   options.json = values.count("json") > 0;
   options.print_token = values.count("print-token") > 0;
   if (values.count("wait")) {
-    const std::string& text = values["wait"].as<std::string>();
-    options.wait = parse_duration(text);
-    if (!options.wait)
-      return std::unexpected(fmt::format(
-          "invalid duration '{}' for --wait (use e.g. 30s, 500ms, 2m or plain seconds)", text));
+    auto wait = parse_duration("--wait", values["wait"].as<std::string>(), wait_range.min_ns,
+                               wait_range.max_ns);
+    if (!wait) return std::unexpected(wait.error());
+    options.wait = nanoseconds(*wait);
   }
   if (options.repo && options.home) return std::unexpected("--repo and --home exclude each other");
   if (options.wait && options.nonblock)
