@@ -4,6 +4,7 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -28,6 +29,35 @@ AreaCheck check_lock_area(System& system, const LockArea& area) {
   return check_area(system, area.directory, system.uid(), !area.explicit_directory);
 }
 
+std::optional<std::string> empty_value_error(const po::variables_map& values,
+                                             const po::options_description& visible) {
+  for (const auto& [name, value] : values) {
+    if (value.defaulted()) continue;
+    const po::option_description* option = visible.find_nothrow(name, false);
+    if (option != nullptr && option->semantic()->max_tokens() == 0) continue;  // a flag
+    bool empty = false;
+    if (const auto* text = boost::any_cast<std::string>(&value.value())) {
+      empty = text->empty();
+    } else if (const auto* texts = boost::any_cast<std::vector<std::string>>(&value.value())) {
+      empty = std::any_of(texts->begin(), texts->end(), [](const std::string& t) { return t.empty(); });
+    }
+    if (!empty) continue;
+    if (option == nullptr) {
+      std::string upper = name;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      return fmt::format("empty {} argument", upper);
+    }
+    const std::string short_name =
+        option->canonical_display_name(po::command_line_style::allow_dash_for_short);
+    const std::string long_name = "--" + name;
+    return fmt::format("{}: empty value",
+                       short_name.size() == 2 && short_name != long_name
+                           ? short_name + "/" + long_name
+                           : long_name);
+  }
+  return std::nullopt;
+}
+
 std::expected<po::variables_map, std::string> try_parse_command_line(
     const std::vector<std::string>& args, const po::options_description& options,
     const po::options_description* hidden, const po::positional_options_description* positional) {
@@ -41,7 +71,9 @@ std::expected<po::variables_map, std::string> try_parse_command_line(
     if (positional != nullptr) parser.positional(*positional);
     else parser.positional(po::positional_options_description());
     po::store(parser.run(), values);
-    if (values.count("help") == 0) po::notify(values);
+    if (values.count("help") != 0) return values;
+    if (auto empty = empty_value_error(values, options)) return std::unexpected(*empty);
+    po::notify(values);
   } catch (const po::error& error) {
     return std::unexpected(std::string(error.what()));
   }

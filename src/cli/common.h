@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <expected>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,13 @@ LockArea resolve_area(System& system, const AreaOptions& options);
 /// Checks the area without changing it (check_area; the parent too for the default area).
 AreaCheck check_lock_area(System& system, const LockArea& area);
 
+/// The first option of `values` given with an empty value (a string, or one element of a
+/// repeatable one), as a usage message naming it ("--lock-dir: empty value"); positional
+/// arguments (not in `visible`) are named by their upper-cased name ("empty LOCK
+/// argument"). Nothing when every value given is non-empty.
+std::optional<std::string> empty_value_error(const po::variables_map& values,
+                                             const po::options_description& visible);
+
 /// Parses `args` for `command`. `options` are shown by --help (with `usage` first);
 /// `hidden` and `positional` take positional arguments. On --help prints usage and yields
 /// exit_ok; on a bad option prints one line ("apnea-locks CMD: ...") and yields exit_usage.
@@ -47,8 +55,8 @@ std::expected<po::variables_map, int> parse_command_line(
     const po::positional_options_description* positional = nullptr);
 
 /// Parses `args` against `options` (plus `hidden` and `positional`) without printing: the
-/// values (not yet checked by notify when --help was given), or the parser's message. A
-/// bad duration (duration_value) is a parse error.
+/// values (not yet checked by notify when --help was given), or the parser's message. An
+/// empty value (empty_value_error) and a bad duration (duration_value) are parse errors.
 std::expected<po::variables_map, std::string> try_parse_command_line(
     const std::vector<std::string>& args, const po::options_description& options,
     const po::options_description* hidden = nullptr,

@@ -142,7 +142,9 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   po::variables_map values;
   try {
     const std::vector<std::string> words(args.begin(), args.begin() + static_cast<long>(split));
-    po::store(po::command_line_parser(words).options(option_table()).run(), values);
+    const po::options_description table = option_table();
+    po::store(po::command_line_parser(words).options(table).run(), values);
+    if (auto empty = empty_value_error(values, table)) return std::unexpected(*empty);
     po::notify(values);
   } catch (const po::error& error) {
     return std::unexpected(std::string(error.what()));
@@ -166,8 +168,6 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   if (options.repo && options.home) return std::unexpected("--repo and --home exclude each other");
   if (options.wait && options.nonblock)
     return std::unexpected("--wait and --nonblock exclude each other");
-  if (options.repo && options.repo->empty()) return std::unexpected("--repo needs a path");
-  if (options.home && options.home->empty()) return std::unexpected("--home needs a path");
   options.command.assign(args.begin() + static_cast<long>(command_start), args.end());
   if (options.command.empty())
     return std::unexpected("no command given (apnea-locks run ... -- CMD [ARGS...])");
