@@ -174,7 +174,7 @@ void check_perf_thresholds(const CheckOutput& out, const std::string& warn_age,
 
 }  // namespace
 
-TEST_CASE("check: an empty area and a missing area are OK with zero perfdata") {
+TEST_CASE("check: an empty area and Apnea's missing area are OK; a missing --lock-dir is UNKNOWN") {
   Area area;
   CheckOutput out = check(area.path);
   CHECK(out.word == "OK");
@@ -183,10 +183,18 @@ TEST_CASE("check: an empty area and a missing area are OK with zero perfdata") {
   for (const auto& label : perf_labels) CHECK(out.perf.at(label).value == 0);
   CHECK(out.details.empty());
 
-  CheckOutput missing = check(area.root / "nothing-here");
+  // Only Apnea's own area may be absent (no lock taken yet).
+  CheckOutput missing = parse_check(run_command(
+      {test_env("APNEA_LOCKS_BIN"), "check"}, "TMPDIR=" + shell_quote(area.root.path()) + " "));
   CHECK(missing.word == "OK");
   CHECK(missing.summary.find("no lock area yet") == 0);
   CHECK(missing.perf.at("locks").value == 0);
+
+  // A directory the user named is a promise: its absence is an error naming it.
+  CheckOutput typo = check(area.root / "nothing-here");
+  CHECK(typo.word == "UNKNOWN");
+  CHECK(typo.summary.find(area.root / "nothing-here") != std::string::npos);
+  CHECK(!typo.has_perfdata);
 }
 
 TEST_CASE("check: live locks are OK until --warn-age, then WARNING, then CRITICAL at --crit-age") {
@@ -308,8 +316,7 @@ TEST_CASE("check: usage errors are UNKNOWN on the status line") {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--bogus"}, {"--warn-age", "-1"}, {"--crit-age", "abc"},
         {"--warn-age", "7300.5"}, {"--crit-age", "0"}, {"--warn-age", "2h", "--crit-age", "1h"},
-        {"--output-file", area.root / "x.prom"}, {"--repo", area.root / "missing"},
-        {"stray"}}) {
+        {"--output-file", area.root / "x.prom"}, {"stray"}}) {
     CheckOutput out = check(area.path, args);
     CHECK_MESSAGE(out.word == "UNKNOWN", out.raw);
     CHECK(out.summary.find("usage: ") == 0);

@@ -40,7 +40,8 @@ constexpr std::string_view usage_text =
     "            lock older than --crit-age\n"
     "  WARNING   anything else that needs a human: a dead owner Apnea will not reclaim by\n"
     "            itself, debris (dead candidates and tombstones), a lock older than --warn-age\n"
-    "  UNKNOWN   the lock area cannot be read, or a usage error\n\n"
+    "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path does\n"
+    "            not exist or is not a directory, or a usage error\n\n"
     "Perfdata: locks live stale malformed debris guards (leftover) attention oldest_age_s.\n"
     "Exit status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
 
@@ -202,7 +203,7 @@ int check_command(const std::vector<std::string>& args) {
   System& system = real_system();
   const LockArea area = resolve_area(system, o.area);
   auto labels = build_labels(system, o.labels);
-  if (!labels) return unknown_line("usage: " + labels.error());
+  if (!labels) return unknown_line(labels.error());
   auto policy = judging_policy(system, area, o.timing);
   if (!policy) return unknown_line("usage: " + policy.error());
 

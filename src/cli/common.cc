@@ -26,7 +26,30 @@ LockArea resolve_area(System& system, const AreaOptions& options) {
 }
 
 AreaCheck check_lock_area(System& system, const LockArea& area) {
-  return check_area(system, area.directory, system.uid(), !area.explicit_directory);
+  AreaCheck check = check_area(system, area.directory, system.uid(), !area.explicit_directory);
+  if (!area.explicit_directory || area.may_be_absent) return check;
+  // Explicit paths are promises: a typo is an error naming it, never an empty, healthy area.
+  if (check.problem == AreaProblem::missing) {
+    check.problem = AreaProblem::unreadable;
+    check.error = std::make_error_code(std::errc::no_such_file_or_directory);
+  } else if (check.problem == AreaProblem::not_directory) {
+    check.problem = AreaProblem::unreadable;
+    check.error = std::make_error_code(std::errc::not_a_directory);
+  }
+  return check;
+}
+
+std::expected<void, std::string> typed_directory(System& system, std::string_view option,
+                                                 const std::string& path) {
+  auto fail = [&](std::string_view why) {
+    return std::unexpected(fmt::format("{} '{}': {}", option, printable(path), why));
+  };
+  auto resolved = system.realpath(path);
+  if (!resolved) return fail(errno_text(resolved.error()));
+  auto st = system.lstat(*resolved);
+  if (!st) return fail(errno_text(st.error()));
+  if (st->type != FileType::directory) return fail("not a directory");
+  return {};
 }
 
 std::optional<std::string> empty_value_error(const po::variables_map& values,

@@ -31,13 +31,25 @@ void add_area_options(po::options_description& options, AreaOptions& area);
 struct LockArea {
   std::string directory;
   bool explicit_directory = false;  ///< given by --lock-dir (then only it is checked)
+  /// An explicit directory that is still Apnea's own area of an account (reclaim --user):
+  /// it may be absent. Any other explicit directory must exist.
+  bool may_be_absent = false;
 };
 
 /// The lock area for `options`: --lock-dir, else default_lock_directory.
 LockArea resolve_area(System& system, const AreaOptions& options);
 
 /// Checks the area without changing it (check_area; the parent too for the default area).
+/// Explicit paths are promises: a --lock-dir that does not exist, or is not a directory (a
+/// symlink stays `symlink`), is `unreadable` (ENOENT, ENOTDIR), never an empty area; only
+/// Apnea's own area may be `missing` ("no lock taken yet").
 AreaCheck check_lock_area(System& system, const LockArea& area);
+
+/// Checks a --repo or --home PATH the user typed: it must resolve (realpath) to a
+/// directory. Otherwise one line naming the option and the (escaped) path:
+/// "--repo '/x': ENOENT: no such file or directory", "--home '/x': not a directory".
+std::expected<void, std::string> typed_directory(System& system, std::string_view option,
+                                                 const std::string& path);
 
 /// The first option of `values` given with an empty value (a string, or one element of a
 /// repeatable one), as a usage message naming it ("--lock-dir: empty value"); positional

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apnea_locks/acceptance.h"
@@ -30,7 +31,8 @@ constexpr std::string_view usage_text =
     "LOCK is a path, or an entry name inside the lock directory. Default: the repository\n"
     "lock of the current directory. Changes nothing.\n\n"
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
-    "3 the lock area is unsafe or unreadable.";
+    "3 the lock area is unsafe or unreadable, or a --lock-dir, --repo or --home path does\n"
+    "not exist or is not a directory.";
 
 struct InspectOptions {
   AreaOptions area;
@@ -256,6 +258,13 @@ int inspect_command(const std::vector<std::string>& args) {
     return usage_error("give one of LOCK, --repo PATH, --home PATH");
 
   System& system = real_system();
+  for (const auto& [option, typed] : {std::pair{"--repo", &o.repo}, {"--home", &o.home}}) {
+    if (typed->empty()) continue;
+    if (auto checked = typed_directory(system, option, *typed); !checked) {
+      print_error(command_name, checked.error());
+      return exit_bad_path;
+    }
+  }
   Inspection in;
   in.area = resolve_area(system, o.area);
   std::string path;
@@ -276,9 +285,11 @@ int inspect_command(const std::vector<std::string>& args) {
     const std::string target = home ? o.home : (o.repo.empty() ? "." : o.repo);
     auto lock = home ? global_setup_lock_path(system, in.area.directory, target)
                      : repository_lock_path(system, in.area.directory, target);
-    if (!lock)
-      return usage_error(fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
-                                     target, errno_text(lock.error())));
+    if (!lock) {
+      print_error(command_name, fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
+                                            target, errno_text(lock.error())));
+      return exit_bad_path;
+    }
     path = *lock;
   }
 

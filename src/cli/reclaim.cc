@@ -35,7 +35,8 @@ constexpr std::string_view usage_text =
     "--repo, --home, lock entry paths, or --all (with each lock's guard, candidates and\n"
     "tombstones).\n\n"
     "Exit status: 0 every requested target is clean, 1 something was refused or changed\n"
-    "(or the guard is held), 2 usage error, 3 the lock area is unsafe or unreadable.";
+    "(or the guard is held), 2 usage error, 3 the lock area is unsafe or unreadable, or a\n"
+    "--lock-dir, --repo or --home path does not exist or is not a directory.";
 
 struct ReclaimOptions {
   AreaOptions area;
@@ -240,21 +241,29 @@ int reclaim_command(const std::vector<std::string>& args) {
       return exit_unsafe;
     }
   }
-  const LockArea area = resolve_area(system, area_options);
+  LockArea area = resolve_area(system, area_options);
+  // NAME's own default area, like Apnea's: it may not exist yet.
+  area.may_be_absent = !o.user.empty() && o.area.lock_dir.empty();
 
   // What was asked for: whole locks (with their guard, candidates and tombstones) by lock
   // name, or single entries by name.
   LabelIndex labels;
   std::set<std::string> lock_names;
   std::set<std::string> entry_names;
+  auto bad_path = [](std::string_view message) {
+    print_error(command_name, message);
+    return exit_bad_path;
+  };
   for (const std::string& root : o.repos) {
+    if (auto typed = typed_directory(system, "--repo", root); !typed) return bad_path(typed.error());
     auto name = labels.add_repository(system, root);
-    if (!name) return usage_error(fmt::format("--repo {}: {}", root, errno_text(name.error())));
+    if (!name) return bad_path(fmt::format("--repo {}: {}", root, errno_text(name.error())));
     lock_names.insert(*name);
   }
   for (const std::string& home : o.homes) {
+    if (auto typed = typed_directory(system, "--home", home); !typed) return bad_path(typed.error());
     auto name = labels.add_home(system, home);
-    if (!name) return usage_error(fmt::format("--home {}: {}", home, errno_text(name.error())));
+    if (!name) return bad_path(fmt::format("--home {}: {}", home, errno_text(name.error())));
     lock_names.insert(*name);
   }
   const std::string area_dir = node_normalize(area.directory);

@@ -86,7 +86,8 @@ po::options_description option_table() {
       ("home", po::value<std::string>()->value_name("PATH"),
        "lock Apnea's global setup lock for the home directory PATH")
       ("lock-dir", po::value<std::string>()->value_name("DIR"),
-       "the lock directory (default: Apnea's, from TMPDIR)")
+       "the lock directory (default: Apnea's, from TMPDIR); created 0700 if absent (never its "
+       "parents), else it must be a directory of ours with no group/other bits")
       ("wait,w", po::value<std::string>()->value_name("DURATION"),
        ("wait up to DURATION (90s, 2m, 1h; 0 tries once) for a live owner" +
         duration_help(wait_range)).c_str())
@@ -110,8 +111,8 @@ void usage(std::FILE* out) {
   fmt::print(out,
              "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
              "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
-             "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area or other\n"
-             "error. See docs/run.md.\n");
+             "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
+             "--home or --lock-dir that does not exist, or another error. See docs/run.md.\n");
 }
 
 /// Options that take a value, for finding where the command starts when there is no "--".
@@ -542,8 +543,20 @@ int run_command(const std::vector<std::string>& args) {
   System& system = real_system();
   const std::string lock_dir =
       options.lock_dir ? *options.lock_dir : default_lock_directory(system);
-  auto target = options.home ? global_setup_target(system, lock_dir, *options.home)
-                             : repository_target(system, lock_dir, options.repo.value_or("."));
+  // A --lock-dir is created (only itself) or must already be safe; Apnea's own area is
+  // created and re-checked as Apnea does (see AreaMode).
+  const AreaMode mode = options.lock_dir ? AreaMode::explicit_directory : AreaMode::apnea;
+  for (const auto& [option, typed] : {std::pair{"--repo", &options.repo}, {"--home", &options.home}}) {
+    if (!*typed) continue;
+    if (auto checked = typed_directory(system, option, **typed); !checked) {
+      LockError error;
+      error.message = checked.error();
+      error.path = **typed;
+      return report_refusal(out, options, nullptr, error);
+    }
+  }
+  auto target = options.home ? global_setup_target(system, lock_dir, *options.home, mode)
+                             : repository_target(system, lock_dir, options.repo.value_or("."), mode);
   if (!target) return report_refusal(out, options, nullptr, target.error());
 
   const SignalControl signals;

@@ -7,6 +7,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
 #include "apnea_locks/scan.h"
+#include "cli/render.h"
 
 namespace apnea_locks::cli {
 
@@ -16,7 +17,10 @@ void add_label_options(po::options_description& options, LabelOptions& labels,
       ("repo", po::value(&labels.repos)->composing()->value_name("PATH"), repo_help)
       ("scan", po::value(&labels.scans)->composing()->value_name("DIR"),
        "label the repositories (folders holding .apnea/) under DIR (repeatable)")
-      ("scan-depth", po::value(&labels.scan_depth)->value_name("N")->default_value(4),
+      ("scan-depth",
+       po::value(&labels.scan_depth)->value_name("N")->default_value(4)->notifier([](int depth) {
+         if (depth < 0) throw po::error("--scan-depth must be >= 0");
+       }),
        "how many levels below each --scan DIR to look");
 }
 
@@ -31,11 +35,15 @@ std::expected<Labels, std::string> build_labels(System& system, const LabelOptio
     auto found = find_repositories(system, root, options.scan_depth, [&](const std::string& repo) {
       labels.index.add_repository_lazily(system, repo);
     });
-    if (!found) return std::unexpected(fmt::format("--scan {}: {}", root, errno_text(found.error())));
+    if (!found)
+      return std::unexpected(fmt::format("--scan '{}': {}", printable(root), errno_text(found.error())));
   }
   for (const std::string& root : options.repos) {
+    if (auto typed = typed_directory(system, "--repo", root); !typed)
+      return std::unexpected(typed.error());
     auto name = labels.index.add_repository(system, root);
-    if (!name) return std::unexpected(fmt::format("--repo {}: {}", root, errno_text(name.error())));
+    if (!name)
+      return std::unexpected(fmt::format("--repo '{}': {}", printable(root), errno_text(name.error())));
     labels.repo_locks.insert(*name);
   }
   return labels;

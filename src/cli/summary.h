@@ -41,8 +41,9 @@ struct Labels {
 };
 
 /// Labels the current directory's repository, the home's global setup lock, every
-/// repository under each --scan and each --repo. Fails with a usage message naming the
-/// option and path that does not resolve.
+/// repository under each --scan and each --repo. Fails with a message naming the option
+/// and the path that does not resolve to a directory (a path the user typed: callers
+/// exit exit_bad_path, check UNKNOWN).
 std::expected<Labels, std::string> build_labels(System& system, const LabelOptions& options);
 
 /// The timing options of a judging command, range-checked when the command line is parsed.
