@@ -44,8 +44,42 @@ std::unexpected<LockError> failure(LockError error) { return std::unexpected(std
 
 bool is(const std::error_code& code, std::errc value) { return code == value; }
 
+/// AreaMode::explicit_directory: creates `directory` alone, or checks the existing one
+/// without changing it.
+LockResult<void> ensure_explicit_directory(System& system, const std::string& directory,
+                                           const std::string& resource) {
+  auto made = system.mkdir(directory, 0700);
+  const bool created = made.has_value();
+  if (!created && !is(made.error(), std::errc::file_exists))
+    return failure(wrapped(made.error(), "mkdir", directory, resource));
+  auto st = system.lstat(directory);
+  if (!st) return failure(wrapped(st.error(), "lstat", directory, resource));
+  if (st->type != FileType::directory)
+    return failure(config_error(fmt::format("unsafe Apnea lock directory: {}", directory), directory));
+  if (st->uid != system.uid())
+    return failure(config_error(
+        fmt::format("Apnea lock directory is not owned by the current user: {}", directory),
+        directory));
+  if (created) {
+    // Ours: the umask may have taken bits Apnea's 0700 asks for.
+    if (st->mode != 0700) {
+      auto changed = system.chmod(directory, 0700);
+      if (!changed) return failure(wrapped(changed.error(), "chmod", directory, resource));
+    }
+  } else if ((st->mode & 077) != 0) {
+    return failure(config_error(
+        fmt::format("unsafe Apnea lock directory: {}: mode {:04o} has group/other bits "
+                    "(apnea-locks changes the mode of no directory it did not create)",
+                    directory, st->mode),
+        directory));
+  }
+  return {};
+}
+
 LockResult<void> ensure_directory_for(System& system, const std::string& lock_directory,
-                                      const std::string& resource) {
+                                      const std::string& resource, AreaMode mode) {
+  if (mode == AreaMode::explicit_directory)
+    return ensure_explicit_directory(system, lock_directory, resource);
   const std::uint32_t uid = system.uid();
   for (const std::string& component : {node_dirname(lock_directory), lock_directory}) {
     auto made = system.mkdir(component, 0700);
@@ -96,7 +130,9 @@ LockError malformed_error(const LockTarget& target) {
 LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
                                   const AcquireOptions& options) {
   const std::string& lock = target.lock_path;
-  if (auto ensured = ensure_directory_for(system, node_dirname(lock), target.resource); !ensured)
+  if (auto ensured = ensure_directory_for(system, node_dirname(lock), target.resource,
+                                         target.area_mode);
+      !ensured)
     return failure(ensured.error());
   const std::uint32_t uid = system.uid();
 
@@ -183,13 +219,14 @@ std::string_view reason_name(LockedReason reason) {
 }
 
 LockResult<LockTarget> repository_target(System& system, const std::string& lock_directory,
-                                         const std::string& root) {
+                                         const std::string& root, AreaMode mode) {
   auto canonical = system.realpath(root);
   if (!canonical)
     return failure(config_error(
         fmt::format("cannot resolve repository {}: {}", root, errno_text(canonical.error())), root));
   LockTarget target;
   target.kind = LockKind::repository;
+  target.area_mode = mode;
   target.resource = *canonical;
   target.lock_path = node_join(
       lock_directory, lock_name(LockKind::repository, lock_key(LockKind::repository, *canonical)));
@@ -197,13 +234,14 @@ LockResult<LockTarget> repository_target(System& system, const std::string& lock
 }
 
 LockResult<LockTarget> global_setup_target(System& system, const std::string& lock_directory,
-                                           const std::string& home) {
+                                           const std::string& home, AreaMode mode) {
   auto canonical = system.realpath(home);
   if (!canonical)
     return failure(config_error(
         fmt::format("cannot resolve home {}: {}", home, errno_text(canonical.error())), home));
   LockTarget target;
   target.kind = LockKind::global_setup;
+  target.area_mode = mode;
   target.resource = "global setup at " + *canonical;
   target.lock_path =
       node_join(lock_directory,
@@ -221,8 +259,9 @@ AcquireOptions apnea_options(LockKind kind) {
   return options;
 }
 
-LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory) {
-  return ensure_directory_for(system, lock_directory, lock_directory);
+LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory,
+                                       AreaMode mode) {
+  return ensure_directory_for(system, lock_directory, lock_directory, mode);
 }
 
 LockResult<HeldLock> acquire(System& system, const LockTarget& target,

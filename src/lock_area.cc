@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "apnea_locks/owner.h"
+
 namespace apnea_locks {
 
 std::string node_normalize(std::string_view path) {
@@ -75,7 +77,7 @@ std::string node_tmpdir(System& system) {
   for (const char* name : {"TMPDIR", "TMP", "TEMP"}) {
     auto value = system.env(name);
     if (value && !value->empty()) {
-      path = *value;
+      path = utf8_with_replacement(*value);
       break;
     }
   }
@@ -86,8 +88,8 @@ std::string node_tmpdir(System& system) {
 
 std::string node_homedir(System& system) {
   auto home = system.env("HOME");
-  if (home && !home->empty()) return *home;
-  return system.passwd_home(system.uid()).value_or("");
+  if (home && !home->empty()) return utf8_with_replacement(*home);
+  return utf8_with_replacement(system.passwd_home(system.uid()).value_or(""));
 }
 
 std::string lock_directory_for_uid(System& system, std::uint32_t uid) {

@@ -221,8 +221,11 @@ class RealSystem final : public System {
       ::unlink(temp.c_str());
       return fail(error);
     };
+    // A regular file (not through a symlink) keeps its read/write/execute bits, never
+    // setuid, setgid or sticky; anything else (a symlink, nothing) gets 0644 less the umask.
     struct stat old {};
-    if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode) && ::fchmod(fd, old.st_mode & 07777) != 0)
+    if (::lstat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode) &&
+        ::fchmod(fd, old.st_mode & 0777) != 0)
       return abandon(errno);
     for (std::string_view rest = data; !rest.empty();) {
       const ssize_t n = ::write(fd, rest.data(), rest.size());

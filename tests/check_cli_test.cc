@@ -174,7 +174,7 @@ void check_perf_thresholds(const CheckOutput& out, const std::string& warn_age,
 
 }  // namespace
 
-TEST_CASE("check: an empty area and a missing area are OK with zero perfdata") {
+TEST_CASE("check: an empty area and Apnea's missing area are OK; a missing --lock-dir is UNKNOWN") {
   Area area;
   CheckOutput out = check(area.path);
   CHECK(out.word == "OK");
@@ -183,10 +183,18 @@ TEST_CASE("check: an empty area and a missing area are OK with zero perfdata") {
   for (const auto& label : perf_labels) CHECK(out.perf.at(label).value == 0);
   CHECK(out.details.empty());
 
-  CheckOutput missing = check(area.root / "nothing-here");
+  // Only Apnea's own area may be absent (no lock taken yet).
+  CheckOutput missing = parse_check(run_command(
+      {test_env("APNEA_LOCKS_BIN"), "check"}, "TMPDIR=" + shell_quote(area.root.path()) + " "));
   CHECK(missing.word == "OK");
   CHECK(missing.summary.find("no lock area yet") == 0);
   CHECK(missing.perf.at("locks").value == 0);
+
+  // A directory the user named is a promise: its absence is an error naming it.
+  CheckOutput typo = check(area.root / "nothing-here");
+  CHECK(typo.word == "UNKNOWN");
+  CHECK(typo.summary.find(area.root / "nothing-here") != std::string::npos);
+  CHECK(!typo.has_perfdata);
 }
 
 TEST_CASE("check: live locks are OK until --warn-age, then WARNING, then CRITICAL at --crit-age") {
@@ -218,9 +226,9 @@ TEST_CASE("check: live locks are OK until --warn-age, then WARNING, then CRITICA
   CHECK(critical.summary.find("1 lock older than 3600s") == 0);
   check_perf_thresholds(critical, "3600", "3600");
 
-  CheckOutput fractional = check(area.path, {"--warn-age", "7300.5", "--crit-age", "86400"});
-  CHECK(fractional.word == "OK");
-  check_perf_thresholds(fractional, "7300.5", "86400");
+  CheckOutput units = check(area.path, {"--warn-age", "7300", "--crit-age", "1d"});
+  CHECK(units.word == "OK");
+  check_perf_thresholds(units, "7300", "86400");
 }
 
 TEST_CASE("check: a dead owner Apnea will not reclaim is WARNING; one it will is OK") {
@@ -280,12 +288,13 @@ TEST_CASE("check: a leftover reclaim guard is CRITICAL; a recent one is OK") {
   CHECK(recent.word == "OK");
   CHECK(recent.perf.at("guards").value == 0);
 
-  age_path(guard, 120);
+  age_path(guard, 600);  // past the default --guard-age of 5 minutes
   CheckOutput left = check(area.path);
   CHECK(left.word == "CRITICAL");
   CHECK(left.summary.find("1 leftover reclaim guard") == 0);
   CHECK(left.perf.at("guards").value == 1);
-  CHECK(check(area.path, {"--guard-age", "300"}).word == "OK");
+  CHECK(check(area.path, {"--guard-age", "900"}).word == "OK");
+  CHECK(check(area.path, {"--guard-age", "15m"}).word == "OK");
 }
 
 TEST_CASE("check: an unsafe area is CRITICAL, an unreadable one UNKNOWN, without perfdata") {
@@ -306,8 +315,8 @@ TEST_CASE("check: usage errors are UNKNOWN on the status line") {
   Area area;
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--bogus"}, {"--warn-age", "-1"}, {"--crit-age", "abc"},
-        {"--output-file", area.root / "x.prom"}, {"--repo", area.root / "missing"},
-        {"stray"}}) {
+        {"--warn-age", "7300.5"}, {"--crit-age", "0"}, {"--warn-age", "2h", "--crit-age", "1h"},
+        {"--output-file", area.root / "x.prom"}, {"stray"}}) {
     CheckOutput out = check(area.path, args);
     CHECK_MESSAGE(out.word == "UNKNOWN", out.raw);
     CHECK(out.summary.find("usage: ") == 0);
@@ -367,10 +376,10 @@ TEST_CASE("check: long output lists critical entries first, at most 20 lines") {
   CHECK(out.details.back() == "... and 6 more");
 }
 
-TEST_CASE("check: a lock older than --crit-age but not --warn-age is still CRITICAL and listed") {
+TEST_CASE("check: a lock older than --crit-age (equal to --warn-age) is CRITICAL and listed once") {
   Area area;
   const std::string old = area.lock("old", owner_json(::getpid()), 600);
-  CheckOutput out = check(area.path, {"--warn-age", "86400", "--crit-age", "300"});
+  CheckOutput out = check(area.path, {"--warn-age", "5m", "--crit-age", "300"});
   CHECK(out.word == "CRITICAL");
   REQUIRE(out.details.size() == 1);
   CHECK(out.details[0].find("live lock " + old) == 0);

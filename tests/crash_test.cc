@@ -22,6 +22,7 @@
 
 #include "apnea_locks/lock.h"
 #include "apnea_locks/names.h"
+#include "area_builder.h"
 #include "reliability_util.h"
 
 using namespace apnea_locks;
@@ -183,9 +184,15 @@ std::vector<std::string> trial(const ScratchArea& area, const std::string& r1, c
   }
   if (dirty) ++stats.dirty_trials;
 
-  // One reclaim --force and one normal acquire return the area to a clean state.
+  // One reclaim --force and one normal acquire return the area to a clean state. What the
+  // killed processes left is aged past the smallest --guard-age (1m), as it is by the time
+  // a human runs reclaim: a younger guard or pid-less entry may still be in flight.
+  for (const std::string& name : area.listing()) {
+    const std::string path = area.locks + "/" + name;
+    if (holder == nullptr || path != holder->lock_path) age_path(path, 120);
+  }
   const Finished reclaim = finish({locks_bin(), "reclaim", "--all", "--force", "--yes", "--json",
-                                   "--guard-age", "0", "--lock-dir", area.locks},
+                                   "--guard-age", "1m", "--lock-dir", area.locks},
                                   {}, 60s);
   if (reclaim.status != 0) {
     problems.push_back(fmt::format("reclaim exited {}: {} {}", reclaim.status.value_or(-1),

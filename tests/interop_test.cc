@@ -81,6 +81,24 @@ TEST_CASE("the lock directory is the reference's for every TMPDIR/TMP/TEMP form"
   }
 }
 
+TEST_CASE("a TMPDIR that is not UTF-8 names the reference's lock directory (U+FFFD)") {
+  // Node decodes the environment as UTF-8, each maximal invalid subpart becoming U+FFFD.
+  const std::string cases[] = {
+      "/tmp/bad\xff" "dir",   "/tmp/\xe2\x82" "cut",  "/tmp/\xf0\x80\x80" "over",
+      "/tmp/\xed\xa0\x80" "sur", "/tmp/\xc3\xa9t\xe9", "/tmp/\x80\xbf\xfe\xff/",
+  };
+  TempDir cwd;
+  for (const std::string& tmpdir : cases) {
+    CAPTURE(tmpdir);
+    CommandResult result = run_command({"sh", "-c", "cd \"$0\" && exec \"$1\" lock-dir", cwd.path(), peer()},
+                                       temp_env(tmpdir));
+    CAPTURE(result.out);
+    auto out = boost::json::parse(result.out.substr(0, result.out.find('\n'))).as_object();
+    CHECK(text(out.at("lock_dir")) == core_lock_dir(tmpdir));
+    CHECK(text(out.at("lock_dir")).find("\xef\xbf\xbd") != std::string::npos);
+  }
+}
+
 TEST_CASE("lock paths are the reference's: plain, symlinked, trailing slash, relative, home") {
   TempDir temp;
   const std::string repo = temp / "repo";

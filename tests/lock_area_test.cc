@@ -57,6 +57,25 @@ TEST_CASE("the lock directory follows os.tmpdir() and path.join") {
   CHECK(lock_dir_with("/a//", std::nullopt, std::nullopt) == "/a/apnea-" + uid + "/operation-locks");
 }
 
+TEST_CASE("TMPDIR, TMP, TEMP and HOME that are not UTF-8 are decoded as Node decodes them") {
+  // Node reads the environment as UTF-8 with U+FFFD for each maximal invalid subpart.
+  const std::string uid = std::to_string(::getuid());
+  const std::string fffd = "\xef\xbf\xbd";
+  CHECK(lock_dir_with("/tmp/bad\xff" "dir", std::nullopt, std::nullopt) ==
+        "/tmp/bad" + fffd + "dir/apnea-" + uid + "/operation-locks");
+  CHECK(lock_dir_with("", "/t\xe2\x82/", std::nullopt) ==
+        "/t" + fffd + "/apnea-" + uid + "/operation-locks");
+  CHECK(lock_dir_with(std::nullopt, std::nullopt, "/\xc3\xa9t\xe9") ==
+        "/\xc3\xa9t" + fffd + "/apnea-" + uid + "/operation-locks");
+
+  StagedSystem system;
+  system.environment["HOME"] = "/home/\xfe\xff";
+  CHECK(node_homedir(system) == "/home/" + fffd + fffd);
+  system.environment["HOME"] = std::nullopt;
+  system.staged_passwd_home = "/home/p\x80";
+  CHECK(node_homedir(system) == "/home/p" + fffd);
+}
+
 TEST_CASE("node_homedir prefers a non-empty HOME, else the passwd entry") {
   StagedSystem system;
   system.staged_passwd_home = "/home/from-passwd";

@@ -416,6 +416,69 @@ TEST_CASE("ensure_lock_directory refuses what Apnea refuses and forces mode 0700
   CHECK(missing.error().message.starts_with("could not acquire Apnea operation lock: ENOENT"));
 }
 
+TEST_CASE("ensure_lock_directory for an explicit directory: creates only it, chmods nothing else") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string parent = temp / "shared";
+  REQUIRE(::mkdir(parent.c_str(), 0700) == 0);
+  REQUIRE(::chmod(parent.c_str(), 0755) == 0);
+
+  // A new leaf: created (0700), its parent untouched.
+  const std::string leaf = parent + "/leaf";
+  REQUIRE(ensure_lock_directory(system, leaf, AreaMode::explicit_directory));
+  CHECK(mode_of(leaf) == 0700);
+  CHECK(mode_of(parent) == 0755);
+
+  // An existing private directory: used as it is, never chmod'ed.
+  system.calls.clear();
+  REQUIRE(ensure_lock_directory(system, leaf, AreaMode::explicit_directory));
+  CHECK(system.count("chmod") == 0);
+
+  // An existing open one: refused, naming it, its mode unchanged.
+  system.calls.clear();
+  auto open = ensure_lock_directory(system, parent, AreaMode::explicit_directory);
+  REQUIRE_FALSE(open);
+  CHECK(open.error().kind == LockError::Kind::config_error);
+  CHECK(open.error().path == parent);
+  CHECK(open.error().message.starts_with("unsafe Apnea lock directory: " + parent + ": mode 0755"));
+  CHECK(system.count("chmod") == 0);
+  CHECK(mode_of(parent) == 0755);
+
+  // A missing parent is never created.
+  const std::string deep = temp / "absent/leaf";
+  auto missing = ensure_lock_directory(system, deep, AreaMode::explicit_directory);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message.find("ENOENT") != std::string::npos);
+  CHECK(missing.error().message.find(deep) != std::string::npos);
+  CHECK_FALSE(system.real().lstat(temp / "absent"));
+
+  // A symlink, even to a private directory: refused, nothing created through it.
+  const std::string linked = temp / "linked";
+  REQUIRE(::symlink(leaf.c_str(), linked.c_str()) == 0);
+  auto symlinked = ensure_lock_directory(system, linked, AreaMode::explicit_directory);
+  REQUIRE_FALSE(symlinked);
+  CHECK(symlinked.error().message == "unsafe Apnea lock directory: " + linked);
+
+  // Another uid's directory.
+  if (::getuid() == 0) {
+    const std::string foreign = temp / "foreign";
+    REQUIRE(::mkdir(foreign.c_str(), 0700) == 0);
+    REQUIRE(::chown(foreign.c_str(), 4242, 4242) == 0);
+    auto refused = ensure_lock_directory(system, foreign, AreaMode::explicit_directory);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message.starts_with("Apnea lock directory is not owned by the current user"));
+  }
+
+  // acquire follows the target's mode: a lock in a new leaf, the parent still 0755.
+  auto target = repository_target(system, parent + "/other", temp.path(), AreaMode::explicit_directory);
+  REQUIRE(target);
+  auto held = acquire(system, *target, apnea_options(LockKind::repository));
+  REQUIRE(held);
+  CHECK(mode_of(parent + "/other") == 0700);
+  CHECK(mode_of(parent) == 0755);
+  REQUIRE(held->release());
+}
+
 namespace {
 /// Entries left by a crash must be explicable: our lock, our candidates, our tombstones.
 void check_leftovers(Fixture& f, const std::set<std::string>& tokens) {

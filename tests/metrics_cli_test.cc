@@ -155,13 +155,22 @@ TEST_CASE("status --format prometheus: empty, missing, unsafe and unreadable are
   CHECK(parsed->value("apnea_locks_oldest_lock_age_seconds") == 0);
   CHECK(parsed->value("apnea_locks_entries_needing_attention") == 0);
 
-  CommandResult missing = tool({"status", "--lock-dir", root / "missing", "--format", "prometheus"});
+  // Apnea's own area before any lock was taken: an empty, healthy area.
+  CommandResult missing = tool({"status", "--format", "prometheus"}, "TMPDIR=" + shell_quote(root / "empty") + " ");
   CHECK(missing.status == 0);
   auto absent = parse_exposition(missing.out);
   REQUIRE(absent);
   CHECK(absent->value("apnea_locks_area_safe") == 1);
   CHECK(absent->value("apnea_locks_scrape_success") == 1);
   CHECK(absent->find("apnea_locks_entries") != nullptr);
+
+  // A --lock-dir that does not exist is a failed scrape, never an empty area.
+  CommandResult typo = tool({"status", "--lock-dir", root / "missing", "--format", "prometheus"});
+  CHECK(typo.status == 3);
+  auto not_scraped = parse_exposition(typo.out);
+  REQUIRE(not_scraped);
+  CHECK(not_scraped->value("apnea_locks_scrape_success") == 0);
+  CHECK(not_scraped->find("apnea_locks_entries") == nullptr);
 
   make_dir(root / "open", 0755);
   CommandResult unsafe = tool({"status", "--lock-dir", root / "open", "--format", "prometheus"});

@@ -222,7 +222,7 @@ struct Zoo {
     make_dir(area + "/" + fake_lock_name("guarded") + ".reclaim");
     expect.push_back({fake_lock_name("guarded") + ".reclaim", "in-flight", "guard-recent", "null", false, false, ""});
     make_dir(area + "/" + fake_lock_name("abandoned") + ".reclaim");
-    age_path(area + "/" + fake_lock_name("abandoned") + ".reclaim", 120);
+    age_path(area + "/" + fake_lock_name("abandoned") + ".reclaim", 600);  // past the 5 min default
     expect.push_back({fake_lock_name("abandoned") + ".reclaim", "leftover", "guard-abandoned", "null", true, false, force});
 
     write_file(area + "/notes.txt", "hello");
@@ -312,14 +312,22 @@ TEST_CASE("status: the table puts what needs attention first and the exit status
   }
 }
 
-TEST_CASE("status: a clean area exits 0, a missing one lists nothing") {
+TEST_CASE("status: a clean area exits 0, Apnea's missing one lists nothing, a missing --lock-dir is an error") {
   TempDir root;
   const std::string area = root / "locks";
-  CommandResult missing = status(area, {"--json"});
+  // Apnea's own area before any lock was taken: nothing to list.
+  CommandResult missing = tool({"status", "--json"}, "TMPDIR=" + shell_quote(root.path()) + " ");
   CHECK(missing.status == 0);
   json::object doc = json::parse(missing.out).as_object();
   CHECK(text(doc.at("area").at("check")) == "missing");
   CHECK(doc.at("entries").as_array().empty());
+
+  // A directory the user named is a promise: its absence is an error naming it.
+  CommandResult typo = status(area, {"--json"});
+  CHECK(typo.status == 3);
+  json::object error = json::parse(typo.out).as_object();
+  CHECK(text(error.at("area").at("check")) == "unreadable");
+  CHECK(text(error.at("error")).find(area + ": ENOENT") != std::string::npos);
 
   make_dir(area);
   make_entry(area, fake_lock_name("mine"), owner_json(::getpid()));
@@ -376,7 +384,8 @@ TEST_CASE("status: usage errors exit 2 with one line") {
            {"status", "--kind", "lockish"},
            {"status", "--tolerance", "-1"},
            {"status", "--tolerance", "soon"},
-           {"status", "--repo", root / "missing"},
+           {"status", "--tolerance", "1.5"},
+           {"status", "--guard-age", "30s"},
            {"status", "extra"}}) {
     CAPTURE(args.back());
     CommandResult result = tool_with_stderr(args);
@@ -543,7 +552,7 @@ TEST_CASE("inspect: checks, raw bytes, verdicts and exit status") {
   CHECK(text(free_doc.at("entry").at("state")) == "free");
   CHECK(text(free_doc.at("entry").at("label")) == *real_system().realpath(zoo.root / "repo"));
 
-  CHECK(tool_with_stderr({"inspect", "--repo", zoo.root / "nope"}).status == 2);
+  CHECK(tool_with_stderr({"inspect", "--repo", zoo.root / "nope"}).status == 3);  // a typed path
   CHECK(tool_with_stderr({"inspect", "a", "--repo", "b"}).status == 2);
 }
 

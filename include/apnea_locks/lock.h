@@ -41,19 +41,35 @@ struct LockError {
 template <class T>
 using LockResult = std::expected<T, LockError>;
 
+/// How acquire prepares the lock directory (PROTOCOL.md sections 1 and 10).
+enum class AreaMode {
+  /// Apnea's own area `<tmpdir>/apnea-<uid>/operation-locks`: both directories are created
+  /// (0700) and re-checked on each acquire (not a symlink, a directory, ours), then forced
+  /// to 0700, exactly as Apnea does.
+  apnea,
+  /// A directory the user named (`--lock-dir DIR`): at most DIR itself is created (0700),
+  /// never a parent, and nothing that existed before has its mode changed. An existing DIR
+  /// must already be safe (not a symlink, a directory, ours, no group/other bits), else
+  /// ConfigError naming it.
+  explicit_directory,
+};
+
 /// What is being locked: the lock path and the resource Apnea names in its messages.
 struct LockTarget {
   LockKind kind = LockKind::repository;
   std::string lock_path;
   std::string resource;  ///< the canonical repository, or "global setup at <home>"
+  AreaMode area_mode = AreaMode::apnea;  ///< how acquire prepares the lock path's directory
 };
 
 /// The repository lock for `root` in `lock_directory` (realpath'd like Apnea).
 LockResult<LockTarget> repository_target(System& system, const std::string& lock_directory,
-                                         const std::string& root);
+                                         const std::string& root,
+                                         AreaMode mode = AreaMode::apnea);
 /// The global setup lock for `home` in `lock_directory`.
 LockResult<LockTarget> global_setup_target(System& system, const std::string& lock_directory,
-                                           const std::string& home);
+                                           const std::string& home,
+                                           AreaMode mode = AreaMode::apnea);
 
 /// The grace after which Apnea reclaims a dead owner's repository lock.
 inline constexpr std::chrono::milliseconds repository_reclaim_grace{60'000};
@@ -106,9 +122,13 @@ class HeldLock {
 LockResult<HeldLock> acquire(System& system, const LockTarget& target,
                              const AcquireOptions& options);
 
-/// Creates the lock directory and its parent (mode 0700) as Apnea does, refusing a symlink,
-/// a non-directory or another uid's directory (ConfigError), and forces mode 0700.
-LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory);
+/// Prepares the lock directory per `mode`. AreaMode::apnea: creates it and its parent (mode
+/// 0700) as Apnea does, refusing a symlink, a non-directory or another uid's directory
+/// (ConfigError), and forces mode 0700. AreaMode::explicit_directory: creates only
+/// `lock_directory` (0700; a missing parent is an error), or refuses an existing one that
+/// is a symlink, not a directory, another uid's or has group/other bits, changing no mode.
+LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory,
+                                       AreaMode mode = AreaMode::apnea);
 
 /// Apnea's token-checked removal: if `lock` still has `token`, rename it to a tombstone,
 /// re-read the tombstone's token and, if still ours, remove it (or keep it when

@@ -21,10 +21,12 @@ std::string node_join(std::string_view a, std::string_view b);
 std::string node_dirname(std::string_view path);
 
 /// Node's `os.tmpdir()` on POSIX: the first non-empty of TMPDIR, TMP, TEMP, else "/tmp",
-/// with one trailing "/" removed (but "/" stays "/").
+/// with one trailing "/" removed (but "/" stays "/"). Node decodes the environment as
+/// UTF-8, so bytes that are not UTF-8 become U+FFFD (utf8_with_replacement) here too.
 std::string node_tmpdir(System& system);
 
-/// Node's `os.homedir()`: $HOME when set and non-empty, else the passwd entry (or "").
+/// Node's `os.homedir()`: $HOME when set and non-empty, else the passwd entry (or ""),
+/// decoded as UTF-8 with U+FFFD for invalid bytes, as Node makes it a string.
 std::string node_homedir(System& system);
 
 /// The lock directory Apnea uses: `<tmpdir>/apnea-<uid>/operation-locks`, joined like

@@ -100,10 +100,13 @@ class System {
   virtual SysResult<void> write_new_file(const std::string& path, std::string_view data,
                                          std::uint32_t mode) = 0;
   /// Replaces the file at `path` with `data` so that readers see the old file or the new
-  /// one, never part of either: a temporary `.NAME.<random>.tmp` in the same directory
-  /// (O_EXCL|O_NOFOLLOW), fsynced, renamed over `path`, then the directory fsynced. The new
-  /// file keeps the permission bits of a regular file it replaces, else 0644 less the umask.
-  /// On failure the temporary is removed. (For --output-file; never used in a lock area.)
+  /// one, never part of either. The file written is always a new one: a temporary
+  /// `.NAME.<random>.tmp` in the same directory (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644 less
+  /// the umask), fsynced, renamed over `path`, then the directory fsynced. Nothing is
+  /// followed at `path`: a symlink there is itself replaced (its target is neither written
+  /// nor consulted). A regular file it replaces passes on its rwx bits only (lstat, & 0777):
+  /// setuid, setgid and sticky bits are never inherited. On failure the temporary is
+  /// removed. (For --output-file; never used in a lock area.)
   virtual SysResult<void> replace_file(const std::string& path, std::string_view data) = 0;
   /// fsync(2) of a directory; filesystems that cannot (EINVAL, ENOTSUP) count as success.
   virtual SysResult<void> fsync_directory(const std::string& path) = 0;

@@ -40,7 +40,8 @@ constexpr std::string_view usage_text =
     "            lock older than --crit-age\n"
     "  WARNING   anything else that needs a human: a dead owner Apnea will not reclaim by\n"
     "            itself, debris (dead candidates and tombstones), a lock older than --warn-age\n"
-    "  UNKNOWN   the lock area cannot be read, or a usage error\n\n"
+    "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path does\n"
+    "            not exist or is not a directory, or a usage error\n\n"
     "Perfdata: locks live stale malformed debris guards (leftover) attention oldest_age_s.\n"
     "Exit status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
 
@@ -62,8 +63,8 @@ struct CheckOptions {
   AreaOptions area;
   LabelOptions labels;
   TimingOptions timing;
-  double warn_age = 3600;
-  std::optional<double> crit_age;
+  std::int64_t warn_age_ns = ns_per_hour;
+  std::optional<std::int64_t> crit_age_ns;
   bool prometheus = false;
   std::string output_file;
 };
@@ -72,10 +73,12 @@ po::options_description describe(CheckOptions& o) {
   po::options_description options("Options");
   options.add_options()
       ("help,h", "show this help")
-      ("warn-age", po::value(&o.warn_age)->value_name("SECONDS")->default_value(3600),
-       "WARNING when a lock is older than this")
-      ("crit-age", po::value<double>()->value_name("SECONDS")->notifier([&o](double v) { o.crit_age = v; }),
-       "CRITICAL when a lock is older than this (default: never)")
+      ("warn-age", duration_value("--warn-age", lock_age_range, o.warn_age_ns)->default_value("1h"),
+       ("WARNING when a lock is older than this" + duration_help(lock_age_range)).c_str())
+      ("crit-age",
+       duration_value("--crit-age", lock_age_range, [&o](std::int64_t ns) { o.crit_age_ns = ns; }),
+       ("CRITICAL when a lock is older than this (default: never; at least --warn-age)" +
+        duration_help(lock_age_range)).c_str())
       ("prometheus", po::bool_switch(&o.prometheus),
        "print Prometheus metrics instead of the status line (exit status unchanged)")
       ("output-file", po::value(&o.output_file)->value_name("PATH"),
@@ -94,8 +97,8 @@ std::string line_text(std::string_view text) {
   return out;
 }
 
-/// A threshold in perfdata: the number as given ("3600", "0.5").
-std::string threshold(double seconds) { return fmt::format("{}", seconds); }
+/// A threshold in perfdata and the summary: whole seconds ("3600").
+std::string threshold(std::int64_t ns) { return fmt::format("{}", ns / ns_per_second); }
 
 std::string plural(std::size_t n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
@@ -142,10 +145,10 @@ std::string summary_text(const Findings& f, const CheckOptions& o) {
   if (s.debris > 0) parts.push_back(plural(s.debris, "debris entry", "debris entries"));
   if (f.old_locks_critical > 0)
     parts.push_back(fmt::format("{} older than {}s", plural(f.old_locks_critical, "lock", "locks"),
-                                threshold(*o.crit_age)));
+                                threshold(*o.crit_age_ns)));
   else if (f.old_locks_warning > 0)
     parts.push_back(fmt::format("{} older than {}s", plural(f.old_locks_warning, "lock", "locks"),
-                                threshold(o.warn_age)));
+                                threshold(o.warn_age_ns)));
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
   const std::string counts =
@@ -163,7 +166,7 @@ std::string perfdata(const Findings& f, const CheckOptions& o) {
       "locks={};;;0 live={};;;0 stale={};;;0 malformed={};;0;0 debris={};0;;0 guards={};;0;0 "
       "attention={};0;;0 oldest_age_s={}s;{};{};0",
       s.locks, s.live, s.stale, s.malformed, s.debris, s.leftover_guards, s.attention, oldest_s,
-      threshold(o.warn_age), o.crit_age ? threshold(*o.crit_age) : "");
+      threshold(o.warn_age_ns), o.crit_age_ns ? threshold(*o.crit_age_ns) : "");
 }
 
 void print_line(int status, std::string_view summary, std::string_view perf = {}) {
@@ -188,21 +191,19 @@ int check_command(const std::vector<std::string>& args) {
     fmt::print("{}\n\n{}", usage_text, fmt::streamed(options));
     return exit_ok;
   }
-  auto warn_ns = seconds_option("warn-age", o.warn_age);
-  if (!warn_ns) return unknown_line("usage: " + warn_ns.error());
-  std::optional<std::int64_t> crit_ns;
-  if (o.crit_age) {
-    auto value = seconds_option("crit-age", *o.crit_age);
-    if (!value) return unknown_line("usage: " + value.error());
-    crit_ns = *value;
-  }
+  if (o.crit_age_ns && *o.crit_age_ns < o.warn_age_ns)
+    return unknown_line(fmt::format("usage: --crit-age {}: must be at least --warn-age ({})",
+                                    duration_text(*o.crit_age_ns), duration_text(o.warn_age_ns)));
+  // The thresholds, as the judging below reads them.
+  const std::optional<std::int64_t> warn_ns = o.warn_age_ns;
+  const std::optional<std::int64_t>& crit_ns = o.crit_age_ns;
   if (!o.output_file.empty() && !o.prometheus)
     return unknown_line("usage: --output-file needs --prometheus");
 
   System& system = real_system();
   const LockArea area = resolve_area(system, o.area);
   auto labels = build_labels(system, o.labels);
-  if (!labels) return unknown_line("usage: " + labels.error());
+  if (!labels) return unknown_line(labels.error());
   auto policy = judging_policy(system, area, o.timing);
   if (!policy) return unknown_line("usage: " + policy.error());
 

@@ -12,6 +12,9 @@ inline constexpr int exit_ok = 0;
 inline constexpr int exit_attention = 1;  ///< something needs attention / was refused
 inline constexpr int exit_usage = 2;
 inline constexpr int exit_unsafe = 3;     ///< the lock area is unsafe or unreadable
+/// A path the user typed (--lock-dir, --repo, --home, --scan) does not exist or is not a
+/// directory: the same status as an unreadable area, distinct from a usage error.
+inline constexpr int exit_bad_path = exit_unsafe;
 
 /// A subcommand's entry point.
 using Command = int (*)(const std::vector<std::string>& args);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apnea_locks/acceptance.h"
@@ -17,6 +18,7 @@
 #include "cli/common.h"
 #include "cli/entry_report.h"
 #include "cli/render.h"
+#include "cli/summary.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -29,7 +31,8 @@ constexpr std::string_view usage_text =
     "LOCK is a path, or an entry name inside the lock directory. Default: the repository\n"
     "lock of the current directory. Changes nothing.\n\n"
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
-    "3 the lock area is unsafe or unreadable.";
+    "3 the lock area is unsafe or unreadable, or a --lock-dir, --repo or --home path does\n"
+    "not exist or is not a directory.";
 
 struct InspectOptions {
   AreaOptions area;
@@ -37,8 +40,7 @@ struct InspectOptions {
   std::string repo;
   std::string home;
   bool json = false;
-  double tolerance = 2;
-  double guard_age = 60;
+  TimingOptions timing;
 };
 
 /// A related entry of the same lock (candidate, tombstone, guard), judged.
@@ -239,11 +241,8 @@ int inspect_command(const std::vector<std::string>& args) {
       ("help,h", "show this help")
       ("repo", po::value(&o.repo)->value_name("PATH"), "the repository lock of PATH")
       ("home", po::value(&o.home)->value_name("PATH"), "the global setup lock of home PATH")
-      ("json,J", po::bool_switch(&o.json), "one JSON document")
-      ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
-       "a process started this much after its owner record was written is a reused pid")
-      ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
-       "reclaim guards older than this are left over");
+      ("json,J", po::bool_switch(&o.json), "one JSON document");
+  add_timing_options(options, o.timing, "reclaim guards older than this are left over");
   add_area_options(options, o.area);
   po::options_description hidden;
   hidden.add_options()("lock", po::value(&o.lock));
@@ -257,12 +256,15 @@ int inspect_command(const std::vector<std::string>& args) {
   };
   if (int(!o.lock.empty()) + int(!o.repo.empty()) + int(!o.home.empty()) > 1)
     return usage_error("give one of LOCK, --repo PATH, --home PATH");
-  auto tolerance = seconds_option("tolerance", o.tolerance);
-  if (!tolerance) return usage_error(tolerance.error());
-  auto guard_age = seconds_option("guard-age", o.guard_age);
-  if (!guard_age) return usage_error(guard_age.error());
 
   System& system = real_system();
+  for (const auto& [option, typed] : {std::pair{"--repo", &o.repo}, {"--home", &o.home}}) {
+    if (typed->empty()) continue;
+    if (auto checked = typed_directory(system, option, *typed); !checked) {
+      print_error(command_name, checked.error());
+      return exit_bad_path;
+    }
+  }
   Inspection in;
   in.area = resolve_area(system, o.area);
   std::string path;
@@ -283,9 +285,11 @@ int inspect_command(const std::vector<std::string>& args) {
     const std::string target = home ? o.home : (o.repo.empty() ? "." : o.repo);
     auto lock = home ? global_setup_lock_path(system, in.area.directory, target)
                      : repository_lock_path(system, in.area.directory, target);
-    if (!lock)
-      return usage_error(fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
-                                     target, errno_text(lock.error())));
+    if (!lock) {
+      print_error(command_name, fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
+                                            target, errno_text(lock.error())));
+      return exit_bad_path;
+    }
     path = *lock;
   }
 
@@ -297,8 +301,8 @@ int inspect_command(const std::vector<std::string>& args) {
   ClassifyPolicy policy;
   policy.now_ns = system.now_ns();
   policy.area_uid = system.uid();
-  policy.reuse_tolerance_ns = *tolerance;
-  policy.guard_threshold_ns = *guard_age;
+  policy.reuse_tolerance_ns = o.timing.tolerance_ns;
+  policy.guard_threshold_ns = o.timing.guard_age_ns;
   if (in.area.explicit_directory) policy.lock_dir_option = in.area.directory;
   in.now_ns = policy.now_ns;
 

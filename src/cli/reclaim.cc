@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render.h"
+#include "cli/summary.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -34,7 +35,8 @@ constexpr std::string_view usage_text =
     "--repo, --home, lock entry paths, or --all (with each lock's guard, candidates and\n"
     "tombstones).\n\n"
     "Exit status: 0 every requested target is clean, 1 something was refused or changed\n"
-    "(or the guard is held), 2 usage error, 3 the lock area is unsafe or unreadable.";
+    "(or the guard is held), 2 usage error, 3 the lock area is unsafe or unreadable, or a\n"
+    "--lock-dir, --repo or --home path does not exist or is not a directory.";
 
 struct ReclaimOptions {
   AreaOptions area;
@@ -48,8 +50,7 @@ struct ReclaimOptions {
   bool yes = false;
   bool json = false;
   bool keep_tombstone = false;
-  double tolerance = 2;
-  double guard_age = 60;
+  TimingOptions timing;
 };
 
 po::options_description describe(ReclaimOptions& o) {
@@ -68,13 +69,11 @@ po::options_description describe(ReclaimOptions& o) {
       ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
       ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
        "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
-      ("tolerance", po::value(&o.tolerance)->value_name("SECONDS")->default_value(2),
-       "a process started this much after its owner record was written is a reused pid")
-      ("guard-age", po::value(&o.guard_age)->value_name("SECONDS")->default_value(60),
-       "reclaim guards, and candidates/tombstones without a readable owner record, older than "
-       "this are left over (removed with --force)")
       ("user", po::value(&o.user)->value_name("NAME"),
        "(root) act on NAME's lock area as NAME: /tmp/apnea-<uid>/operation-locks unless --lock-dir");
+  add_timing_options(options, o.timing,
+                     "reclaim guards, and candidates/tombstones without a readable owner record, "
+                     "older than this are left over (removed with --force)");
   add_area_options(options, o.area);
   return options;
 }
@@ -224,10 +223,6 @@ int reclaim_command(const std::vector<std::string>& args) {
     print_error(command_name, message);
     return exit_usage;
   };
-  auto tolerance = seconds_option("tolerance", o.tolerance);
-  if (!tolerance) return usage_error(tolerance.error());
-  auto guard_age = seconds_option("guard-age", o.guard_age);
-  if (!guard_age) return usage_error(guard_age.error());
   if (o.all && (!o.repos.empty() || !o.homes.empty() || !o.paths.empty()))
     return usage_error("--all names every entry: give no other target");
 
@@ -246,21 +241,29 @@ int reclaim_command(const std::vector<std::string>& args) {
       return exit_unsafe;
     }
   }
-  const LockArea area = resolve_area(system, area_options);
+  LockArea area = resolve_area(system, area_options);
+  // NAME's own default area, like Apnea's: it may not exist yet.
+  area.may_be_absent = !o.user.empty() && o.area.lock_dir.empty();
 
   // What was asked for: whole locks (with their guard, candidates and tombstones) by lock
   // name, or single entries by name.
   LabelIndex labels;
   std::set<std::string> lock_names;
   std::set<std::string> entry_names;
+  auto bad_path = [](std::string_view message) {
+    print_error(command_name, message);
+    return exit_bad_path;
+  };
   for (const std::string& root : o.repos) {
+    if (auto typed = typed_directory(system, "--repo", root); !typed) return bad_path(typed.error());
     auto name = labels.add_repository(system, root);
-    if (!name) return usage_error(fmt::format("--repo {}: {}", root, errno_text(name.error())));
+    if (!name) return bad_path(fmt::format("--repo {}: {}", root, errno_text(name.error())));
     lock_names.insert(*name);
   }
   for (const std::string& home : o.homes) {
+    if (auto typed = typed_directory(system, "--home", home); !typed) return bad_path(typed.error());
     auto name = labels.add_home(system, home);
-    if (!name) return usage_error(fmt::format("--home {}: {}", home, errno_text(name.error())));
+    if (!name) return bad_path(fmt::format("--home {}: {}", home, errno_text(name.error())));
     lock_names.insert(*name);
   }
   const std::string area_dir = node_normalize(area.directory);
@@ -298,8 +301,8 @@ int reclaim_command(const std::vector<std::string>& args) {
   policy.keep_tombstone = o.keep_tombstone;
   policy.classify.now_ns = system.now_ns();
   policy.classify.area_uid = system.uid();
-  policy.classify.reuse_tolerance_ns = *tolerance;
-  policy.classify.guard_threshold_ns = *guard_age;
+  policy.classify.reuse_tolerance_ns = o.timing.tolerance_ns;
+  policy.classify.guard_threshold_ns = o.timing.guard_age_ns;
   if (area.explicit_directory) policy.classify.lock_dir_option = area.directory;
 
   std::vector<Target> targets;

@@ -16,9 +16,7 @@
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -34,6 +32,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/owner.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -68,30 +67,6 @@ struct RunOptions {
   std::vector<std::string> command;
 };
 
-/// Parses "30s", "500ms", "2m", "1h" or plain (possibly fractional) seconds.
-std::optional<nanoseconds> parse_duration(std::string_view text) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  auto [rest, error] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
-  if (error != std::errc() || rest == text.data() || !std::isfinite(value) || value < 0)
-    return std::nullopt;
-  const std::string_view unit(rest, static_cast<std::size_t>(end - rest));
-  double scale = 0;
-  if (unit.empty() || unit == "s")
-    scale = 1e9;
-  else if (unit == "ms")
-    scale = 1e6;
-  else if (unit == "m")
-    scale = 60e9;
-  else if (unit == "h")
-    scale = 3600e9;
-  else
-    return std::nullopt;
-  const double ns = value * scale;
-  if (ns > 9e18) return std::nullopt;
-  return nanoseconds(static_cast<std::int64_t>(ns));
-}
-
 std::int64_t whole_ms(nanoseconds duration) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
 }
@@ -111,9 +86,11 @@ po::options_description option_table() {
       ("home", po::value<std::string>()->value_name("PATH"),
        "lock Apnea's global setup lock for the home directory PATH")
       ("lock-dir", po::value<std::string>()->value_name("DIR"),
-       "the lock directory (default: Apnea's, from TMPDIR)")
+       "the lock directory (default: Apnea's, from TMPDIR); created 0700 if absent (never its "
+       "parents), else it must be a directory of ours with no group/other bits")
       ("wait,w", po::value<std::string>()->value_name("DURATION"),
-       "wait up to DURATION (30s, 500ms, 2m) for a live owner")
+       ("wait up to DURATION (90s, 2m, 1h; 0 tries once) for a live owner" +
+        duration_help(wait_range)).c_str())
       ("nonblock,n", "never wait, not even for the global setup lock")
       ("json", "print an event stream (JSON lines) on standard error")
       ("print-token", "print the held owner (lock path, pid, token) on standard error")
@@ -134,8 +111,8 @@ void usage(std::FILE* out) {
   fmt::print(out,
              "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
              "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
-             "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area or other\n"
-             "error. See docs/run.md.\n");
+             "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
+             "--home or --lock-dir that does not exist, or another error. See docs/run.md.\n");
 }
 
 /// Options that take a value, for finding where the command starts when there is no "--".
@@ -166,7 +143,9 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   po::variables_map values;
   try {
     const std::vector<std::string> words(args.begin(), args.begin() + static_cast<long>(split));
-    po::store(po::command_line_parser(words).options(option_table()).run(), values);
+    const po::options_description table = option_table();
+    po::store(po::command_line_parser(words).options(table).run(), values);
+    if (auto empty = empty_value_error(values, table)) return std::unexpected(*empty);
     po::notify(values);
   } catch (const po::error& error) {
     return std::unexpected(std::string(error.what()));
@@ -182,17 +161,14 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   options.json = values.count("json") > 0;
   options.print_token = values.count("print-token") > 0;
   if (values.count("wait")) {
-    const std::string& text = values["wait"].as<std::string>();
-    options.wait = parse_duration(text);
-    if (!options.wait)
-      return std::unexpected(fmt::format(
-          "invalid duration '{}' for --wait (use e.g. 30s, 500ms, 2m or plain seconds)", text));
+    auto wait = parse_duration("--wait", values["wait"].as<std::string>(), wait_range.min_ns,
+                               wait_range.max_ns);
+    if (!wait) return std::unexpected(wait.error());
+    options.wait = nanoseconds(*wait);
   }
   if (options.repo && options.home) return std::unexpected("--repo and --home exclude each other");
   if (options.wait && options.nonblock)
     return std::unexpected("--wait and --nonblock exclude each other");
-  if (options.repo && options.repo->empty()) return std::unexpected("--repo needs a path");
-  if (options.home && options.home->empty()) return std::unexpected("--home needs a path");
   options.command.assign(args.begin() + static_cast<long>(command_start), args.end());
   if (options.command.empty())
     return std::unexpected("no command given (apnea-locks run ... -- CMD [ARGS...])");
@@ -567,8 +543,20 @@ int run_command(const std::vector<std::string>& args) {
   System& system = real_system();
   const std::string lock_dir =
       options.lock_dir ? *options.lock_dir : default_lock_directory(system);
-  auto target = options.home ? global_setup_target(system, lock_dir, *options.home)
-                             : repository_target(system, lock_dir, options.repo.value_or("."));
+  // A --lock-dir is created (only itself) or must already be safe; Apnea's own area is
+  // created and re-checked as Apnea does (see AreaMode).
+  const AreaMode mode = options.lock_dir ? AreaMode::explicit_directory : AreaMode::apnea;
+  for (const auto& [option, typed] : {std::pair{"--repo", &options.repo}, {"--home", &options.home}}) {
+    if (!*typed) continue;
+    if (auto checked = typed_directory(system, option, **typed); !checked) {
+      LockError error;
+      error.message = checked.error();
+      error.path = **typed;
+      return report_refusal(out, options, nullptr, error);
+    }
+  }
+  auto target = options.home ? global_setup_target(system, lock_dir, *options.home, mode)
+                             : repository_target(system, lock_dir, options.repo.value_or("."), mode);
   if (!target) return report_refusal(out, options, nullptr, target.error());
 
   const SignalControl signals;

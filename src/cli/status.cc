@@ -39,7 +39,8 @@ constexpr std::string_view usage_text =
     "--format prometheus writes metrics for node_exporter's textfile collector (names in\n"
     "apnea-locks(1)); --output-file PATH replaces PATH atomically.\n\n"
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
-    "3 the lock area is unsafe or unreadable (or --output-file cannot be written).";
+    "3 the lock area is unsafe or unreadable, a --lock-dir, --repo or --scan path does not\n"
+    "exist or is not a directory, or --output-file cannot be written.";
 
 struct StatusOptions {
   AreaOptions area;
@@ -285,7 +286,10 @@ int status_command(const std::vector<std::string>& args) {
 
   // Labels: the current directory, each --repo, repositories under each --scan, and home.
   auto labels = build_labels(system, o.labels);
-  if (!labels) return usage_error(labels.error());
+  if (!labels) {
+    print_error(command_name, labels.error());
+    return exit_bad_path;
+  }
   filter->repo_locks = labels->repo_locks;
   auto policy = judging_policy(system, area, o.timing);
   if (!policy) return usage_error(policy.error());

@@ -7,6 +7,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
 #include "apnea_locks/scan.h"
+#include "cli/render.h"
 
 namespace apnea_locks::cli {
 
@@ -16,7 +17,10 @@ void add_label_options(po::options_description& options, LabelOptions& labels,
       ("repo", po::value(&labels.repos)->composing()->value_name("PATH"), repo_help)
       ("scan", po::value(&labels.scans)->composing()->value_name("DIR"),
        "label the repositories (folders holding .apnea/) under DIR (repeatable)")
-      ("scan-depth", po::value(&labels.scan_depth)->value_name("N")->default_value(4),
+      ("scan-depth",
+       po::value(&labels.scan_depth)->value_name("N")->default_value(4)->notifier([](int depth) {
+         if (depth < 0) throw po::error("--scan-depth must be >= 0");
+       }),
        "how many levels below each --scan DIR to look");
 }
 
@@ -31,35 +35,47 @@ std::expected<Labels, std::string> build_labels(System& system, const LabelOptio
     auto found = find_repositories(system, root, options.scan_depth, [&](const std::string& repo) {
       labels.index.add_repository_lazily(system, repo);
     });
-    if (!found) return std::unexpected(fmt::format("--scan {}: {}", root, errno_text(found.error())));
+    if (!found)
+      return std::unexpected(fmt::format("--scan '{}': {}", printable(root), errno_text(found.error())));
   }
   for (const std::string& root : options.repos) {
+    if (auto typed = typed_directory(system, "--repo", root); !typed)
+      return std::unexpected(typed.error());
     auto name = labels.index.add_repository(system, root);
-    if (!name) return std::unexpected(fmt::format("--repo {}: {}", root, errno_text(name.error())));
+    if (!name)
+      return std::unexpected(fmt::format("--repo '{}': {}", printable(root), errno_text(name.error())));
     labels.repo_locks.insert(*name);
   }
   return labels;
 }
 
-void add_timing_options(po::options_description& options, TimingOptions& timing) {
+void add_timing_options(po::options_description& options, TimingOptions& timing,
+                        const char* guard_help) {
+  const std::string tolerance_help =
+      "a process started this much after its owner record was written is a reused pid" +
+      duration_help(tolerance_range);
+  const std::string guard_age_help =
+      std::string(guard_help != nullptr
+                      ? guard_help
+                      : "reclaim guards (and unreadable candidates/tombstones) older than this "
+                        "are left over") +
+      duration_help(guard_age_range);
   options.add_options()
-      ("tolerance", po::value(&timing.tolerance)->value_name("SECONDS")->default_value(2),
-       "a process started this much after its owner record was written is a reused pid")
-      ("guard-age", po::value(&timing.guard_age)->value_name("SECONDS")->default_value(60),
-       "reclaim guards (and unreadable candidates/tombstones) older than this are left over");
+      ("tolerance",
+       duration_value("--tolerance", tolerance_range, timing.tolerance_ns)->default_value("2s"),
+       tolerance_help.c_str())
+      ("guard-age",
+       duration_value("--guard-age", guard_age_range, timing.guard_age_ns)->default_value("5m"),
+       guard_age_help.c_str());
 }
 
 std::expected<ClassifyPolicy, std::string> judging_policy(System& system, const LockArea& area,
                                                           const TimingOptions& timing) {
-  auto tolerance = seconds_option("tolerance", timing.tolerance);
-  if (!tolerance) return std::unexpected(tolerance.error());
-  auto guard_age = seconds_option("guard-age", timing.guard_age);
-  if (!guard_age) return std::unexpected(guard_age.error());
   ClassifyPolicy policy;
   policy.now_ns = system.now_ns();
   policy.area_uid = system.uid();
-  policy.reuse_tolerance_ns = *tolerance;
-  policy.guard_threshold_ns = *guard_age;
+  policy.reuse_tolerance_ns = timing.tolerance_ns;
+  policy.guard_threshold_ns = timing.guard_age_ns;
   if (area.explicit_directory) policy.lock_dir_option = area.directory;
   return policy;
 }

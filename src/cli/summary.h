@@ -41,21 +41,25 @@ struct Labels {
 };
 
 /// Labels the current directory's repository, the home's global setup lock, every
-/// repository under each --scan and each --repo. Fails with a usage message naming the
-/// option and path that does not resolve.
+/// repository under each --scan and each --repo. Fails with a message naming the option
+/// and the path that does not resolve to a directory (a path the user typed: callers
+/// exit exit_bad_path, check UNKNOWN).
 std::expected<Labels, std::string> build_labels(System& system, const LabelOptions& options);
 
-/// The timing options of a judging command.
+/// The timing options of a judging command, range-checked when the command line is parsed.
 struct TimingOptions {
-  double tolerance = 2;
-  double guard_age = 60;
+  std::int64_t tolerance_ns = default_tolerance_ns;
+  std::int64_t guard_age_ns = default_guard_age_ns;
 };
 
-/// Adds `--tolerance SECONDS` and `--guard-age SECONDS` (with their defaults) to `options`.
-void add_timing_options(po::options_description& options, TimingOptions& timing);
+/// Adds `--tolerance DURATION` (default 2s, 1s..1d) and `--guard-age DURATION` (default 5m,
+/// 1m..30d) to `options`; `guard_help` (null: the status wording) says what --guard-age does
+/// for the command.
+void add_timing_options(po::options_description& options, TimingOptions& timing,
+                        const char* guard_help = nullptr);
 
-/// The classify policy for a pass over `area` now; a usage message when a timing option
-/// is negative or not finite.
+/// The classify policy for a pass over `area` now. (The timing options were checked when
+/// they were parsed: this does not fail today.)
 std::expected<ClassifyPolicy, std::string> judging_policy(System& system, const LockArea& area,
                                                           const TimingOptions& timing);
 
