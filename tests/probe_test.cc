@@ -161,3 +161,58 @@ TEST_CASE("real processes: this one is alive, a reaped child is dead, an unreape
   CHECK(prove_death(reaped, ::getuid(), now, default_reuse_tolerance_ns) == DeathProof::pid_dead);
   CHECK_FALSE(apnea_alive(reaped));
 }
+
+TEST_CASE("mountinfo: idmapped mounts of a device, and /proc's options") {
+  const std::string mountinfo =
+      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro\n"
+      "23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+      "40 22 0:35 / /tmp rw,nosuid,nodev shared:20 - tmpfs tmpfs rw,size=1024k\n"
+      "41 22 8:1 /srv /srv/shared rw,relatime,idmapped shared:1 master:3 - ext4 /dev/sda1 rw\n"
+      "42 23 0:50 / /proc rw,relatime - proc proc rw,hidepid=invisible,subset=pid\n";
+  bool complete = false;
+  const auto entries = parse_mountinfo(mountinfo, &complete);
+  CHECK(complete);
+  REQUIRE(entries.size() == 5);
+  CHECK(entries[3].major == 8);
+  CHECK(entries[3].minor == 1);
+  CHECK(entries[3].mount_point == "/srv/shared");
+  CHECK(entries[3].mount_options == "rw,relatime,idmapped");
+  CHECK(entries[3].fstype == "ext4");
+  CHECK(entries[3].super_options == "rw");
+
+  CHECK(device_idmapped(mountinfo, 8, 1));        // one of its two mounts is idmapped
+  CHECK_FALSE(device_idmapped(mountinfo, 0, 35));
+  CHECK(device_idmapped(mountinfo, 9, 9));        // not listed: unknown
+  CHECK(device_idmapped("", 0, 35));              // unreadable: unknown
+  CHECK(device_idmapped(std::string(mountinfo) + "garbage line\n", 0, 35));  // malformed
+  // A mount point or root that merely contains the word is not an option.
+  CHECK_FALSE(device_idmapped("50 1 0:60 /idmapped /mnt/idmapped rw - tmpfs t rw,idmapped\n", 0, 60));
+
+  CHECK(proc_super_options(mountinfo) == "rw,hidepid=invisible,subset=pid");  // the last mount wins
+  CHECK(proc_super_options(mountinfo.substr(0, mountinfo.rfind("42 23"))) == "rw");
+  CHECK(proc_super_options("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n").empty());
+
+  CHECK_FALSE(proc_options_hide_processes("rw,nosuid,nodev,noexec,relatime"));
+  CHECK_FALSE(proc_options_hide_processes("rw,hidepid=0"));
+  CHECK_FALSE(proc_options_hide_processes("rw,hidepid=off,gid=10"));
+  CHECK(proc_options_hide_processes("rw,hidepid=2"));
+  CHECK(proc_options_hide_processes("rw,hidepid=1"));
+  CHECK(proc_options_hide_processes("rw,hidepid=invisible"));
+  CHECK(proc_options_hide_processes("rw,hidepid=noaccess"));
+  CHECK(proc_options_hide_processes("rw,hidepid=ptraceable"));
+  CHECK(proc_options_hide_processes("rw,subset=pid"));
+  CHECK(proc_options_hide_processes(""));  // unknown
+}
+
+TEST_CASE("filesystem names and the local allowlist") {
+  CHECK(local_filesystem_magic(0x01021994));
+  CHECK(local_filesystem_magic(0xEF53));
+  CHECK(local_filesystem_magic(0x794C7630));
+  CHECK_FALSE(local_filesystem_magic(0x6969));
+  CHECK_FALSE(local_filesystem_magic(0x65735546));
+  CHECK_FALSE(local_filesystem_magic(0x01021997));
+  CHECK(filesystem_name(0x01021994) == "tmpfs");
+  CHECK(filesystem_name(0xEF53) == "ext4");
+  CHECK(filesystem_name(0x6969) == "nfs");
+  CHECK(filesystem_name(0x1234abcd) == "0x1234abcd");
+}
