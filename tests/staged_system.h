@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "apnea_locks/probe.h"
 #include "apnea_locks/system.h"
 
 namespace apnea_locks::testing {
@@ -252,6 +253,21 @@ class StagedSystem : public System {
   System& real_;
   int steps_ = 0;
 };
+
+/// What gather_host says about a healthy host: initial namespaces, a complete process table,
+/// a local filesystem without idmapped mounts, and a clock that has not stepped since boot.
+inline HostFacts healthy_host(std::int64_t boot_time_ns = 1'000'000'000'000'000'000) {
+  HostFacts host;
+  host.initial_pid_namespace = true;
+  host.initial_user_namespace = true;
+  host.process_table_complete = true;
+  host.filesystem = "tmpfs";
+  host.local_filesystem = true;
+  host.idmapped = false;
+  host.boot_time_ns = boot_time_ns;
+  host.dev_birth_ns = boot_time_ns;
+  return host;
+}
 
 /// A fresh temp folder removed at the end of the test.
 class TempDir {

@@ -300,6 +300,7 @@ int inspect_command(const std::vector<std::string>& args) {
   policy.reuse_tolerance_ns = *tolerance;
   policy.guard_threshold_ns = *guard_age;
   if (in.area.explicit_directory) policy.lock_dir_option = in.area.directory;
+  policy.host = gather_host(system, in.area.directory);
   in.now_ns = policy.now_ns;
 
   in.check = check_lock_area(system, in.area);

@@ -301,6 +301,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   policy.classify.reuse_tolerance_ns = *tolerance;
   policy.classify.guard_threshold_ns = *guard_age;
   if (area.explicit_directory) policy.classify.lock_dir_option = area.directory;
+  policy.classify.host = gather_host(system, area.directory);
 
   std::vector<Target> targets;
   std::set<std::string> seen_locks;

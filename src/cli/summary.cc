@@ -61,6 +61,7 @@ std::expected<ClassifyPolicy, std::string> judging_policy(System& system, const 
   policy.reuse_tolerance_ns = *tolerance;
   policy.guard_threshold_ns = *guard_age;
   if (area.explicit_directory) policy.lock_dir_option = area.directory;
+  policy.host = gather_host(system, area.directory);
   return policy;
 }
 
