@@ -113,11 +113,16 @@ std::optional<std::int64_t> age_of(const std::optional<FileStat>& stat, std::int
   return std::max<std::int64_t>(0, now_ns - stat->mtime_ns);
 }
 
-/// The owner's death proof, or none when there is no accepted owner or probe.
-DeathProof proof_for(const EntryFacts& facts, const ClassifyPolicy& policy) {
+/// The judgement on the owner's death (none when there is no accepted owner or probe),
+/// recorded in `verdict`: `proof` is none unless the judgement's class is at least evidence.
+DeathProof proof_for(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
   if (!facts.owner || !facts.owner->owner || !facts.process) return DeathProof::none;
   const std::int64_t written_ns = facts.owner->owner_stat ? facts.owner->owner_stat->mtime_ns : 0;
-  return prove_death(*facts.process, policy.area_uid, written_ns, policy.reuse_tolerance_ns);
+  const DeathJudgement judged = judge_death(*facts.process, policy.host, policy.area_uid,
+                                            written_ns, policy.reuse_tolerance_ns);
+  verdict.proof_class = judged.proof;
+  verdict.certain = judged.proof == ProofClass::certain;
+  return judged.proof == ProofClass::none ? DeathProof::none : judged.reason;
 }
 
 void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel* label,
@@ -151,7 +156,7 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, const 
   }
   const bool apnea_live = apnea_alive(*facts.process);
   verdict.apnea_verdict = apnea_live ? ApneaVerdict::live : ApneaVerdict::stale;
-  verdict.proof = proof_for(facts, policy);
+  verdict.proof = proof_for(facts, policy, verdict);
   if (verdict.proof == DeathProof::none) {
     verdict.state = EntryState::live;
     verdict.reason = live_reason(*facts.process);
@@ -159,7 +164,6 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, const 
   }
   verdict.state = EntryState::stale;
   verdict.reason = proof_name(verdict.proof);
-  verdict.certain = proof_is_certain(verdict.proof);
   const std::int64_t grace_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(repository_reclaim_grace).count();
   verdict.apnea_self_heals = facts.parsed.kind == LockKind::repository && !apnea_live &&
@@ -183,12 +187,11 @@ void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, V
   } else if (!facts.process) {
     verdict.reason = "pid-unprobed";
   } else {
-    verdict.proof = proof_for(facts, policy);
+    verdict.proof = proof_for(facts, policy, verdict);
     if (verdict.proof == DeathProof::none) {
       verdict.reason = live_reason(*facts.process);
     } else {
       verdict.reason = proof_name(verdict.proof);
-      verdict.certain = proof_is_certain(verdict.proof);
       gone = true;
     }
   }

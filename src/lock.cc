@@ -175,7 +175,7 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
     const OwnerRead& read = settled.read;
     if (!read.owner) return failure(malformed_error(target));
     const Owner& existing = *read.owner;
-    const ProcessFacts facts = gather_process(system, existing.pid);
+    const ProcessFacts facts = gather_process(system, existing.pid, nullptr);
     if (apnea_alive(facts)) {
       return failure(operation_locked(
           LockedReason::live,

@@ -1,28 +1,296 @@
 #include "apnea_locks/probe.h"
 
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+
+#include <algorithm>
 #include <cerrno>
-#include <climits>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 
 namespace apnea_locks {
 namespace {
 /// The largest pid Node's process.kill accepts (`pid === (pid | 0)`).
 constexpr double node_signal_limit = 2147483647.0;
+
+/// A pid number that may reach kill(): an integer in 1..2^31-1.
+bool signalable(double pid) { return pid >= 1 && pid <= node_signal_limit && pid == std::floor(pid); }
+
+/// Splits `text` at `separator`, keeping empty parts.
+template <class Visit>
+void split(std::string_view text, char separator, Visit visit) {
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t end = text.find(separator, at);
+    if (end == std::string_view::npos) {
+      visit(text.substr(at));
+      return;
+    }
+    visit(text.substr(at, end - at));
+    at = end + 1;
+  }
+}
+
+bool parse_device(std::string_view text, std::uint64_t& major, std::uint64_t& minor) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return false;
+  const char* end = text.data() + colon;
+  auto first = std::from_chars(text.data(), end, major);
+  if (first.ec != std::errc() || first.ptr != end || colon == 0) return false;
+  const char* last = text.data() + text.size();
+  auto second = std::from_chars(end + 1, last, minor);
+  return second.ec == std::errc() && second.ptr == last && end + 1 != last;
+}
+
+/// One mountinfo line; nothing when it does not have the shape proc(5) describes.
+std::optional<MountEntry> parse_mount_line(std::string_view line) {
+  std::vector<std::string_view> fields;
+  split(line, ' ', [&](std::string_view field) { fields.push_back(field); });
+  // id parent major:minor root mount-point options [optional...] - fstype source super
+  if (fields.size() < 10) return std::nullopt;
+  const auto dash = std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
+  if (dash == fields.end() || fields.end() - dash != 4) return std::nullopt;
+  MountEntry entry;
+  if (!parse_device(fields[2], entry.major, entry.minor)) return std::nullopt;
+  entry.mount_point = std::string(fields[4]);
+  entry.mount_options = std::string(fields[5]);
+  entry.fstype = std::string(dash[1]);
+  entry.super_options = std::string(dash[3]);
+  return entry;
+}
+
+bool has_option(std::string_view options, std::string_view wanted) {
+  bool found = false;
+  split(options, ',', [&](std::string_view option) { found = found || option == wanted; });
+  return found;
+}
+
+/// How one carrier is shown not to be the writer without a clock (none: it is not).
+/// `carrier_pid` is its pid in our namespace.
+DeathProof certain_exclusion(const ProcessInfo& carrier, std::int64_t carrier_pid,
+                             const HostFacts& host, std::uint32_t area_uid) {
+  // Exited and the last of its thread group: a leader that called pthread_exit shows Z
+  // while its other threads run, and an unknown thread count (0) proves nothing.
+  if ((carrier.state == 'Z' || carrier.state == 'X') && carrier.threads == 1)
+    return DeathProof::zombie;
+  // Another account by every uid it could have written with. Root's area (a root writer may
+  // have dropped privileges since) and idmapped mounts (the file's uid is translated) make
+  // the difference meaningless.
+  if (carrier.uids_known && area_uid != 0 && !host.idmapped &&
+      std::none_of(carrier.uids.begin(), carrier.uids.end(),
+                   [&](std::uint32_t uid) { return uid == area_uid; }))
+    return DeathProof::pid_other_uid;
+  // A thread that is not its process's leader: the writer's pid was its own leader's.
+  if (carrier.tgid > 0 && carrier_pid > 0 && carrier.tgid != carrier_pid)
+    return DeathProof::pid_is_thread;
+  return DeathProof::none;
+}
+
+/// How one carrier is shown not to be the writer by the clock (none: it is not).
+DeathProof clock_exclusion(const ProcessInfo& carrier, const HostFacts& host,
+                           std::int64_t written_ns, std::int64_t tolerance_ns) {
+  if (carrier.start_time_ns > written_ns + tolerance_ns) return DeathProof::pid_reused;
+  if (host.boot_time_ns > 0 && written_ns < host.boot_time_ns) return DeathProof::predates_boot;
+  return DeathProof::none;
+}
+
+bool clock_proof(DeathProof proof) {
+  return proof == DeathProof::pid_reused || proof == DeathProof::predates_boot;
+}
+
+/// The weaker of two proofs (the enum lists them strongest first).
+DeathProof weaker(DeathProof a, DeathProof b) { return std::max(a, b); }
 }  // namespace
 
-ProcessFacts gather_process(System& system, double pid) {
+std::string_view proof_class_name(ProofClass c) {
+  switch (c) {
+    case ProofClass::none: return "none";
+    case ProofClass::evidence: return "evidence";
+    case ProofClass::certain: return "certain";
+  }
+  return "none";
+}
+
+bool HostFacts::clock_void() const {
+  if (!dev_birth_ns || boot_time_ns <= 0) return true;
+  const std::int64_t gap = boot_time_ns - *dev_birth_ns;
+  return gap > clock_step_limit_ns || gap < -clock_step_limit_ns;
+}
+
+bool HostFacts::can_be_certain() const {
+  return local_filesystem && initial_pid_namespace && initial_user_namespace &&
+         process_table_complete;
+}
+
+std::string HostFacts::why_not_certain() const {
+  if (!local_filesystem)
+    return "the lock area is on " + (filesystem.empty() ? std::string("an unknown filesystem") : filesystem) +
+           ", not a local filesystem";
+  if (!initial_pid_namespace) return "apnea-locks runs outside the initial PID namespace";
+  if (!initial_user_namespace) return "apnea-locks runs outside the initial user namespace";
+  if (!process_table_complete) return "/proc hides other users' processes (hidepid or subset=pid)";
+  return {};
+}
+
+bool local_filesystem_magic(std::uint64_t magic) {
+  switch (magic) {
+    case 0x01021994:  // tmpfs
+    case 0xEF53:      // ext2, ext3, ext4
+    case 0x58465342:  // xfs
+    case 0x9123683E:  // btrfs
+    case 0xF2F52010:  // f2fs
+    case 0x2FC12FC1:  // zfs
+    case 0xCA451A4E:  // bcachefs
+    case 0x794C7630:  // overlay
+      return true;
+    default: return false;
+  }
+}
+
+std::string filesystem_name(std::uint64_t magic) {
+  switch (magic) {
+    case 0x01021994: return "tmpfs";
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0xF2F52010: return "f2fs";
+    case 0x2FC12FC1: return "zfs";
+    case 0xCA451A4E: return "bcachefs";
+    case 0x794C7630: return "overlay";
+    case 0x6969: return "nfs";
+    case 0xFF534D42: return "cifs";
+    case 0xFE534D42: return "smb2";
+    case 0x517B: return "smb";
+    case 0x65735546: return "fuse";
+    case 0x01021997: return "9p";
+    case 0x00C36400: return "ceph";
+    case 0x5346414F: return "afs";
+    case 0x47504653: return "gpfs";
+    case 0x0BD00BD0: return "lustre";
+    case 0x01161970: return "gfs2";
+    case 0x7461636F: return "ocfs2";
+    case 0x858458F6: return "ramfs";
+    case 0x4D44: return "vfat";
+    case 0x73717368: return "squashfs";
+    default: break;
+  }
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(magic));
+  return text;
+}
+
+std::vector<MountEntry> parse_mountinfo(std::string_view text, bool* complete) {
+  std::vector<MountEntry> entries;
+  bool all = true;
+  split(text, '\n', [&](std::string_view line) {
+    if (line.empty()) return;
+    if (auto entry = parse_mount_line(line)) entries.push_back(std::move(*entry));
+    else all = false;
+  });
+  if (complete != nullptr) *complete = all;
+  return entries;
+}
+
+bool device_idmapped(std::string_view mountinfo, std::uint64_t major, std::uint64_t minor) {
+  bool complete = false;
+  const std::vector<MountEntry> entries = parse_mountinfo(mountinfo, &complete);
+  if (!complete || entries.empty()) return true;
+  bool listed = false;
+  for (const MountEntry& entry : entries) {
+    if (entry.major != major || entry.minor != minor) continue;
+    listed = true;
+    if (has_option(entry.mount_options, "idmapped")) return true;
+  }
+  return !listed;
+}
+
+std::string proc_super_options(std::string_view mountinfo) {
+  std::string options;
+  for (const MountEntry& entry : parse_mountinfo(mountinfo)) {
+    if (entry.mount_point != "/proc") continue;
+    // A later mount on /proc hides the earlier ones; one that is not proc shows no table.
+    options = entry.fstype == "proc" ? entry.super_options : std::string();
+  }
+  return options;
+}
+
+bool proc_options_hide_processes(std::string_view super_options) {
+  if (super_options.empty()) return true;
+  bool hides = false;
+  split(super_options, ',', [&](std::string_view option) {
+    if (option.starts_with("hidepid=")) {
+      const std::string_view value = option.substr(8);
+      if (value != "0" && value != "off") hides = true;
+    } else if (option.starts_with("subset=")) {
+      hides = true;  // subset=pid: the only subset there is
+    }
+  });
+  return hides;
+}
+
+namespace {
+HostFacts gather(System& system, const std::string& area_directory,
+                 std::optional<std::uint64_t> area_dev) {
+  HostFacts host;
+  host.initial_pid_namespace = system.namespace_inode("pid") == initial_pid_namespace_inode;
+  host.initial_user_namespace = system.namespace_inode("user") == initial_user_namespace_inode;
+  host.process_table_complete =
+      system.euid() == 0 || !proc_options_hide_processes(system.proc_mount_options());
+  if (auto magic = system.filesystem_magic(area_directory)) {
+    host.filesystem = filesystem_name(*magic);
+    host.local_filesystem = local_filesystem_magic(*magic);
+  } else {
+    host.filesystem = "unknown";
+  }
+  if (area_dev) {
+    const auto dev = static_cast<dev_t>(*area_dev);
+    host.idmapped = device_idmapped(system.mount_info(), major(dev), minor(dev));
+  }
+  host.boot_time_ns = system.boot_time_ns();
+  host.dev_birth_ns = system.birth_time_ns("/dev");
+  return host;
+}
+}  // namespace
+
+HostFacts gather_host(System& system, const std::string& area_directory, std::uint64_t area_dev) {
+  return gather(system, area_directory, area_dev);
+}
+
+HostFacts gather_host(System& system, const std::string& area_directory) {
+  auto st = system.lstat(area_directory);
+  return gather(system, area_directory, st ? std::optional(st->dev) : std::nullopt);
+}
+
+std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid) {
+  std::vector<ProcessInfo> carriers;
+  if (!signalable(pid)) return carriers;
+  const auto number = static_cast<std::int64_t>(pid);
+  for (const ProcessInfo& process : view) {
+    if (std::find(process.nspid.begin() + std::min<std::size_t>(1, process.nspid.size()),
+                  process.nspid.end(), number) != process.nspid.end())
+      carriers.push_back(process);
+  }
+  return carriers;
+}
+
+ProcessFacts gather_process(System& system, double pid, const std::vector<ProcessInfo>* view) {
   ProcessFacts facts;
   facts.pid = pid;
-  facts.pid_max = system.pid_max();
-  facts.boot_time_ns = system.boot_time_ns();
-  if (!(pid > 0) || pid > node_signal_limit) return facts;
-  const auto number = static_cast<std::int64_t>(pid);
-  facts.signal_errno = system.signal_probe(number);
-  if (facts.signal_errno == ESRCH || number >= facts.pid_max) return facts;
-  facts.info = system.process_info(number);
-  // Exited between the signal and the /proc read: ask the kernel again, so the verdict
-  // rests on one consistent answer.
-  if (!facts.info) facts.signal_errno = system.signal_probe(number);
+  if (signalable(pid)) {
+    const auto number = static_cast<std::int64_t>(pid);
+    facts.signal_errno = system.signal_probe(number);
+    if (facts.signal_errno != ESRCH) {
+      facts.info = system.process_info(number);
+      // Exited between the signal and the /proc read: ask the kernel again, so the verdict
+      // rests on one consistent answer.
+      if (!facts.info) facts.signal_errno = system.signal_probe(number);
+    }
+  }
+  if (view != nullptr) {
+    facts.ns_carriers = namespace_carriers(*view, pid);
+    facts.namespace_view_read = true;
+  }
   return facts;
 }
 
@@ -43,23 +311,77 @@ std::string_view proof_name(DeathProof proof) {
 }
 
 bool proof_is_certain(DeathProof proof) {
-  return proof != DeathProof::none && proof != DeathProof::pid_reused &&
-         proof != DeathProof::predates_boot;
+  return proof != DeathProof::none && !clock_proof(proof);
 }
 
-DeathProof prove_death(const ProcessFacts& facts, std::uint32_t area_uid, std::int64_t written_ns,
-                       std::int64_t tolerance_ns) {
-  if (facts.pid > node_signal_limit || (facts.pid_max > 0 && facts.pid >= double(facts.pid_max)))
-    return DeathProof::pid_out_of_range;
-  if (facts.signal_errno == ESRCH) return DeathProof::pid_dead;
-  if (!facts.info) return DeathProof::none;
-  const ProcessInfo& info = *facts.info;
-  if (info.state == 'Z' || info.state == 'X') return DeathProof::zombie;
-  if (info.uid != area_uid) return DeathProof::pid_other_uid;
-  if (info.tgid != 0 && double(info.tgid) != facts.pid) return DeathProof::pid_is_thread;
-  if (info.start_time_ns > written_ns + tolerance_ns) return DeathProof::pid_reused;
-  if (facts.boot_time_ns > 0 && written_ns < facts.boot_time_ns) return DeathProof::predates_boot;
-  return DeathProof::none;
+DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
+                           std::int64_t written_ns, std::int64_t tolerance_ns) {
+  DeathJudgement judged;
+  judged.remote_filesystem = !host.local_filesystem;
+  const bool sees_everything =
+      host.initial_pid_namespace && host.initial_user_namespace && host.process_table_complete;
+  // Fills the class of a proof that covers every carrier.
+  auto conclude = [&](DeathProof reason, bool needs_view) {
+    judged.reason = reason;
+    judged.uses_clock = clock_proof(reason);
+    judged.uses_visibility = !sees_everything || (needs_view && !facts.namespace_view_read);
+    const bool certain = !judged.uses_clock && !judged.uses_visibility && host.local_filesystem;
+    judged.proof = certain ? ProofClass::certain : ProofClass::evidence;
+    return judged;
+  };
+
+  const double pid = facts.pid;
+  if (!(pid >= 1) || pid != std::floor(pid)) return judged;  // no pid at all: nothing to prove
+  // No Linux has such a process, in any namespace: no carrier to look for.
+  if (pid >= 2147483648.0 || pid >= double(pid_max_limit))
+    return conclude(DeathProof::pid_out_of_range, false);
+
+  const std::int64_t number = static_cast<std::int64_t>(pid);
+  const std::int64_t tolerance = std::max(tolerance_ns, minimum_reuse_tolerance_ns);
+  const bool clock_counts = !host.clock_void();
+  DeathProof weakest = DeathProof::pid_dead;  // no carrier at all
+  DeathProof void_clock = DeathProof::none;   // the weakest clock proof that did not count
+  std::optional<ProcessInfo> blocker;         // a carrier nothing excludes
+  std::optional<ProcessInfo> void_blocker;    // a carrier only void clock evidence excludes
+
+  // Whether `carrier` (pid `carrier_pid` in our namespace) is shown not to be the writer.
+  auto examine = [&](const ProcessInfo& carrier, std::int64_t carrier_pid) {
+    DeathProof proof = certain_exclusion(carrier, carrier_pid, host, area_uid);
+    if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance);
+    if (clock_proof(proof) && !clock_counts) {
+      judged.clock_void = true;
+      void_clock = weaker(void_clock, proof);
+      if (!void_blocker) void_blocker = carrier;
+      return;
+    }
+    if (proof == DeathProof::none) {
+      if (!blocker) blocker = carrier;
+      return;
+    }
+    weakest = weaker(weakest, proof);
+  };
+
+  // The carrier in our namespace: none when kill said ESRCH.
+  if (facts.signal_errno != ESRCH) {
+    if (facts.signal_errno != -1 && facts.info) {
+      examine(*facts.info, number);
+    } else if (!blocker) {
+      // kill reached something (or was never tried) and /proc said nothing: it may be the
+      // writer, and all we know of it is its number.
+      ProcessInfo unknown;
+      unknown.pid = number;
+      blocker = unknown;
+    }
+  }
+  for (const ProcessInfo& carrier : facts.ns_carriers) examine(carrier, carrier.pid);
+
+  if (blocker || void_blocker) {
+    judged.blocker = blocker ? blocker : void_blocker;
+    // Named so it can be shown, but it does not count.
+    if (!blocker) judged.reason = weaker(weakest, void_clock);
+    return judged;
+  }
+  return conclude(weakest, true);
 }
 
 }  // namespace apnea_locks

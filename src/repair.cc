@@ -166,14 +166,29 @@ RepairResult execute_repair(System& system, const EntryFacts& facts, const Repai
       expect.token = owner.token;
       // Under the guard: the owner must still be proven dead (a fresh probe, no cache).
       expect.confirm = [&]() -> std::optional<std::string> {
-        const ProcessFacts now = gather_process(system, owner.pid);
-        const DeathProof proof = prove_death(now, policy.classify.area_uid, written,
-                                             policy.classify.reuse_tolerance_ns);
-        if (proof == DeathProof::none)
+        const HostFacts& host = policy.classify.host;
+        auto judge = [&](const ProcessFacts& now) {
+          return judge_death(now, host, policy.classify.area_uid, written,
+                             policy.classify.reuse_tolerance_ns);
+        };
+        DeathJudgement judged = judge(gather_process(system, owner.pid, nullptr));
+        // Shown dead in our namespace: now look for carriers in nested PID namespaces too.
+        if (judged.proof != ProofClass::none && judged.reason != DeathProof::pid_out_of_range) {
+          const std::vector<ProcessInfo> view = system.namespace_view();
+          judged = judge(gather_process(system, owner.pid, &view));
+        }
+        if (judged.proof == ProofClass::none)
           return fmt::format("its owner pid {} is no longer provably dead", pid_text(owner.pid));
-        if (!proof_is_certain(proof) && !policy.force)
-          return fmt::format("the only proof of death ({}) rests on the clock: needs --force",
-                             proof_name(proof));
+        if (judged.remote_filesystem)
+          return fmt::format("the lock area is on {}, not a local filesystem: nothing is removed there",
+                             host.filesystem.empty() ? std::string("an unknown filesystem") : host.filesystem);
+        if (judged.proof != ProofClass::certain && !policy.force) {
+          if (judged.uses_clock)
+            return fmt::format("the only proof of death ({}) rests on the clock: needs --force",
+                               proof_name(judged.reason));
+          return fmt::format("the only proof of death ({}) rests on seeing every process ({}): needs --force",
+                             proof_name(judged.reason), host.why_not_certain());
+        }
         return std::nullopt;
       };
       return from_reclaim(reclaim_guarded(system, facts.path, policy.resource, expect,

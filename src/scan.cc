@@ -15,24 +15,20 @@ namespace {
 constexpr std::size_t bitset_limit = std::size_t{1} << 22;
 }  // namespace
 
-ProcessFacts ProcessCache::get(double pid) {
+ProcessFacts ProcessCache::own(double pid) {
   // Only pids Node can signal are probed; the rest cost no system call to judge.
-  if (!(pid > 0) || pid > 2147483647.0) return gather_process(system_, pid);
+  if (!(pid > 0) || pid > 2147483647.0) return gather_process(system_, pid, nullptr);
   const auto number = static_cast<std::int64_t>(pid);
   const auto index = static_cast<std::size_t>(number);
   if (index < dead_.size() && dead_[index]) {
     ProcessFacts facts;
     facts.pid = pid;
     facts.signal_errno = ESRCH;
-    facts.pid_max = pid_max_;
-    facts.boot_time_ns = boot_time_ns_;
     return facts;
   }
   if (auto found = other_.find(number); found != other_.end()) return found->second;
 
-  ProcessFacts facts = gather_process(system_, pid);
-  pid_max_ = facts.pid_max;
-  boot_time_ns_ = facts.boot_time_ns;
+  ProcessFacts facts = gather_process(system_, pid, nullptr);
   const bool dead = facts.signal_errno == ESRCH && !facts.info;
   if (dead && index < bitset_limit) {
     if (index >= dead_.size()) dead_.resize(std::max<std::size_t>(4096, std::bit_ceil(index + 1)));
@@ -41,6 +37,39 @@ ProcessFacts ProcessCache::get(double pid) {
     other_.emplace(number, facts);
   }
   return facts;
+}
+
+ProcessFacts ProcessCache::with_carriers(ProcessFacts facts, bool needed) {
+  if (!view_ && needed) view_ = system_.namespace_view();
+  if (view_) {
+    facts.ns_carriers = namespace_carriers(*view_, facts.pid);
+    facts.namespace_view_read = true;
+  }
+  return facts;
+}
+
+ProcessFacts ProcessCache::get(double pid, std::uint32_t area_uid, std::int64_t written_ns) {
+  ProcessFacts facts = own(pid);
+  if (view_) return with_carriers(std::move(facts), true);
+  // Would any policy's judgement exclude (or miss) the carrier in our namespace? Only then
+  // can carriers elsewhere change it.
+  HostFacts widest = host_;
+  widest.idmapped = false;
+  if (widest.boot_time_ns <= 0) {
+    if (boot_time_ns_ < 0) boot_time_ns_ = system_.boot_time_ns();
+    widest.boot_time_ns = boot_time_ns_;
+  }
+  const DeathProof reason =
+      judge_death(facts, widest, area_uid, written_ns, minimum_reuse_tolerance_ns).reason;
+  return with_carriers(std::move(facts),
+                       reason != DeathProof::none && reason != DeathProof::pid_out_of_range);
+}
+
+ProcessFacts ProcessCache::get(double pid) {
+  ProcessFacts facts = own(pid);
+  const bool in_range = pid >= 1 && pid < double(pid_max_limit);
+  return with_carriers(std::move(facts),
+                       in_range && (facts.signal_errno == ESRCH || facts.info.has_value()));
 }
 
 std::string entry_path(std::string_view directory, std::string_view name) {
@@ -83,7 +112,9 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
   }
   if (!read.owner && read.owner.error().lock_vanished()) return facts;  // gone: no stat
   facts.stat = read.lock_stat;
-  if (read.owner) facts.process = processes.get(read.owner->pid);
+  if (read.owner)
+    facts.process = processes.get(read.owner->pid, uid,
+                                  read.owner_stat ? read.owner_stat->mtime_ns : 0);
   facts.owner = std::move(read);
   if (facts.parsed.role == EntryRole::lock && !facts.kept_changing) {
     auto guard = system.lstat(facts.path + ".reclaim");

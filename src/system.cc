@@ -8,9 +8,11 @@
 #include <grp.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -21,6 +23,8 @@
 #include <ctime>
 #include <thread>
 #include <vector>
+
+#include "apnea_locks/probe.h"
 
 namespace apnea_locks {
 namespace {
@@ -70,9 +74,10 @@ FileStat from_stat(const struct stat& st) {
   return out;
 }
 
-/// Reads a small /proc file whole; empty on any failure.
-std::string read_small_file(const char* path) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+/// Reads a small /proc file whole (`path` relative to the directory `dir`); empty on any
+/// failure.
+std::string read_small_file_at(int dir, const char* path) {
+  int fd = ::openat(dir, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
   std::string out;
   char buffer[4096];
@@ -81,6 +86,30 @@ std::string read_small_file(const char* path) {
     if (n <= 0) break;
     out.append(buffer, static_cast<std::size_t>(n));
     if (out.size() > (1u << 20)) break;
+  }
+  ::close(fd);
+  return out;
+}
+
+/// Reads a small /proc file whole; empty on any failure.
+std::string read_small_file(const char* path) { return read_small_file_at(AT_FDCWD, path); }
+
+/// Reads a file whole; nothing on any error or when it holds more than `limit` bytes (a
+/// truncated text would be taken for the whole).
+std::optional<std::string> read_whole_file(const char* path, std::size_t limit) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buffer[16384];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || out.size() + static_cast<std::size_t>(n) > limit) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    out.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(fd);
   return out;
@@ -105,6 +134,29 @@ std::string_view field_line(std::string_view text, std::string_view key) {
     at = end + 1;
   }
   return {};
+}
+
+/// The whitespace-separated decimal numbers of a /proc field ("0\t1000\t1000\t1000").
+std::vector<std::int64_t> parse_ints(std::string_view text) {
+  std::vector<std::int64_t> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\t')) ++at;
+    if (at == text.size()) break;
+    std::int64_t value = 0;
+    auto [end, error] = std::from_chars(text.data() + at, text.data() + text.size(), value);
+    if (error != std::errc() || end == text.data() + at) return {};  // not a number list
+    out.push_back(value);
+    at = static_cast<std::size_t>(end - text.data());
+  }
+  return out;
+}
+
+/// A /proc/<pid>/status file's "Key:\tvalue" field, if present.
+std::optional<std::string_view> status_field(std::string_view status, std::string_view key) {
+  std::string_view value = field_line(status, key);
+  if (value.empty()) return std::nullopt;
+  return value;
 }
 
 class RealSystem final : public System {
@@ -342,8 +394,18 @@ class RealSystem final : public System {
   std::optional<ProcessInfo> process_info(std::int64_t pid) override {
     if (pid <= 0 || pid > INT_MAX) return std::nullopt;
     char path[64];
-    std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
-    std::string stat = read_small_file(path);
+    std::snprintf(path, sizeof path, "/proc/%lld", static_cast<long long>(pid));
+    // Every file is read through one descriptor of /proc/<pid>: they all describe the same
+    // process, even if it exits and its number is reused meanwhile (reads then fail).
+    const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return std::nullopt;
+    auto info = process_info_at(dir, pid);
+    ::close(dir);
+    return info;
+  }
+
+  std::optional<ProcessInfo> process_info_at(int dir, std::int64_t pid) {
+    std::string stat = read_small_file_at(dir, "stat");
     std::size_t close_paren = stat.rfind(')');
     if (close_paren == std::string::npos) return std::nullopt;
     ProcessInfo info;
@@ -364,13 +426,25 @@ class RealSystem final : public System {
     static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
     info.start_time_ns = boot_time_ns() + ticks * (1'000'000'000 / ticks_per_second);
 
-    std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
-    std::string status = read_small_file(path);
+    info.pid = pid;
+
+    std::string status = read_small_file_at(dir, "status");
     info.tgid = parse_int(field_line(status, "Tgid"));
     info.uid = static_cast<std::uint32_t>(parse_int(field_line(status, "Uid")));
+    info.threads = parse_int(field_line(status, "Threads"));
+    if (auto uids = status_field(status, "Uid")) {
+      const std::vector<std::int64_t> values = parse_ints(*uids);
+      if (values.size() == 4 && std::all_of(values.begin(), values.end(), [](std::int64_t v) {
+            return v >= 0 && v <= std::int64_t{UINT32_MAX};
+          })) {
+        for (std::size_t i = 0; i < 4; ++i) info.uids[i] = static_cast<std::uint32_t>(values[i]);
+        info.uids_known = true;
+        info.uid = info.uids[0];
+      }
+    }
+    if (auto nspid = status_field(status, "NSpid")) info.nspid = parse_ints(*nspid);
 
-    std::snprintf(path, sizeof path, "/proc/%lld/cmdline", static_cast<long long>(pid));
-    info.command = read_small_file(path);
+    info.command = read_small_file_at(dir, "cmdline");
     while (!info.command.empty() && info.command.back() == '\0') info.command.pop_back();
     for (char& c : info.command)
       if (c == '\0') c = ' ';
@@ -399,6 +473,62 @@ class RealSystem final : public System {
       return seconds * 1'000'000'000;
     }();
     return value;
+  }
+
+  std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
+    const std::string path = "/proc/self/ns/" + std::string(kind);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+    return static_cast<std::uint64_t>(st.st_ino);
+  }
+
+  std::string proc_mount_options() override { return proc_super_options(mount_info()); }
+
+  std::string mount_info() override {
+    // A host with many mounts has a large mountinfo; one that does not fit is unknown.
+    return read_whole_file("/proc/self/mountinfo", std::size_t{64} << 20).value_or(std::string());
+  }
+
+  std::optional<std::uint64_t> filesystem_magic(const std::string& path) override {
+    struct statfs st {};
+    if (::statfs(path.c_str(), &st) != 0) return std::nullopt;
+    // Magic numbers are 32 bits; f_type is a signed word that may sign-extend them.
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(st.f_type));
+  }
+
+  std::optional<std::int64_t> birth_time_ns(const std::string& path) override {
+    struct statx st {};
+    if (::statx(AT_FDCWD, path.c_str(), AT_STATX_SYNC_AS_STAT, STATX_BTIME, &st) != 0)
+      return std::nullopt;
+    if ((st.stx_mask & STATX_BTIME) == 0) return std::nullopt;
+    return std::int64_t{st.stx_btime.tv_sec} * 1'000'000'000 + st.stx_btime.tv_nsec;
+  }
+
+  std::uint32_t euid() override { return ::geteuid(); }
+
+  std::vector<ProcessInfo> namespace_view() override {
+    std::vector<ProcessInfo> view;
+    DIR* dir = ::opendir("/proc");
+    if (dir == nullptr) return view;
+    std::vector<std::int64_t> nested;
+    char path[64];
+    while (struct dirent* item = ::readdir(dir)) {
+      std::int64_t pid = 0;
+      const char* end = item->d_name + std::strlen(item->d_name);
+      auto parsed = std::from_chars(item->d_name, end, pid);
+      if (parsed.ec != std::errc() || parsed.ptr != end || pid <= 0) continue;
+      std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
+      // Most processes live in our namespace only: one read of status tells.
+      const std::string status = read_small_file(path);
+      auto nspid = status_field(status, "NSpid");
+      if (nspid && parse_ints(*nspid).size() > 1) nested.push_back(pid);
+    }
+    ::closedir(dir);
+    for (std::int64_t pid : nested) {
+      auto info = process_info(pid);  // gone since: left out
+      if (info && info->nspid.size() > 1) view.push_back(std::move(*info));
+    }
+    return view;
   }
 
   std::int64_t now_ns() override {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "staged_system.h"
+
 using namespace apnea_locks;
 
 namespace {
@@ -58,6 +60,9 @@ ProcessInfo info(char state, std::int64_t tgid, std::uint32_t owner_uid, std::in
   process.state = state;
   process.tgid = tgid;
   process.uid = owner_uid;
+  process.uids = {owner_uid, owner_uid, owner_uid, owner_uid};
+  process.uids_known = true;
+  process.threads = 1;
   process.start_time_ns = start_ns;
   process.command = "node apnea";
   return process;
@@ -68,8 +73,7 @@ ProcessFacts process(double pid, int signal_errno, std::optional<ProcessInfo> pr
   facts.pid = pid;
   facts.signal_errno = signal_errno;
   facts.info = std::move(process_info);
-  facts.pid_max = 4194304;
-  facts.boot_time_ns = boot;
+  facts.namespace_view_read = true;
   return facts;
 }
 
@@ -106,6 +110,7 @@ ClassifyPolicy policy() {
   ClassifyPolicy p;
   p.now_ns = now;
   p.area_uid = uid;
+  p.host = testing::healthy_host(boot);
   return p;
 }
 

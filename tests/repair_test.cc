@@ -30,6 +30,7 @@ struct Area {
     make_dir(dir);
     system.processes[staged_live_pid] = StagedProcess{0, ProcessInfo{'S', staged_live_pid, ::getuid(), 0, "apnea"}};
     policy.classify.area_uid = ::getuid();
+    policy.classify.host = healthy_host();
     policy.resource = "/fake/repo";
   }
   EntryFacts facts(const std::string& name) {

@@ -290,11 +290,13 @@ TEST_CASE("SIGKILL of run leaves a lock whose owner is provably dead; run report
   REQUIRE(read.owner);
   REQUIRE(read.owner_stat);
   CHECK(read.owner->pid == double(run.pid()));
-  const ProcessFacts facts = gather_process(real_system(), read.owner->pid);
+  const std::vector<ProcessInfo> view = real_system().namespace_view();
+  const ProcessFacts facts = gather_process(real_system(), read.owner->pid, &view);
   CHECK(facts.signal_errno == ESRCH);
   CHECK_FALSE(apnea_alive(facts));
-  CHECK(prove_death(facts, ::getuid(), read.owner_stat->mtime_ns, default_reuse_tolerance_ns) ==
-        DeathProof::pid_dead);
+  CHECK(judge_death(facts, gather_host(real_system(), scratch.locks), ::getuid(),
+                    read.owner_stat->mtime_ns, default_reuse_tolerance_ns)
+            .reason == DeathProof::pid_dead);
 
   // `status` explains it: stale, reason pid-dead, with run's pid.
   auto status = finish({locks_bin(), "status", "--lock-dir", scratch.locks, "--json"});

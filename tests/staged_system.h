@@ -2,6 +2,9 @@
 // race or a crash at an exact step), a staged process table and a staged clock.
 #pragma once
 
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "apnea_locks/probe.h"
 #include "apnea_locks/system.h"
 
 namespace apnea_locks::testing {
@@ -39,7 +43,27 @@ class StagedSystem : public System {
   std::map<std::int64_t, StagedProcess> processes;
   bool real_processes = false;
   std::int64_t staged_pid_max = 4194304;
-  std::int64_t staged_boot_ns = 0;
+  /// Boot time: 2001-09-09, before any record a test writes.
+  std::int64_t staged_boot_ns = 1'000'000'000'000'000'000;
+
+  /// The host facts (System::namespace_inode ... namespace_view). They default to a healthy
+  /// host in the initial namespaces, on tmpfs, whose clock has not stepped since boot; with
+  /// `real_processes` set the real ones are used instead.
+  std::map<std::string, std::uint64_t, std::less<>> namespace_inodes = {
+      {"pid", 4026531836}, {"user", 4026531837}};
+  std::string staged_proc_options = "rw,nosuid,nodev,noexec,relatime";
+  /// mountinfo text; unset: a line for the device of `staged_area` without `idmapped` when
+  /// that is set, else the real mountinfo.
+  std::optional<std::string> staged_mount_info;
+  /// The area whose device the default mountinfo lists.
+  std::optional<std::string> staged_area;
+  std::optional<std::uint64_t> staged_filesystem_magic = 0x01021994;  ///< tmpfs
+  /// Birth time of /dev: unset is staged_boot_ns (no step); `dev_birth_known` false: unknown.
+  std::optional<std::int64_t> staged_dev_birth_ns;
+  bool dev_birth_known = true;
+  std::optional<std::uint32_t> staged_euid;
+  /// What namespace_view() returns (processes in nested PID namespaces).
+  std::vector<ProcessInfo> namespace_processes;
 
   /// The clock: real time plus `clock_offset_ns` unless `fixed_now_ns` is set.
   std::optional<std::int64_t> fixed_now_ns;
@@ -141,12 +165,52 @@ class StagedSystem : public System {
     if (real_processes) return real_.process_info(pid);
     auto found = processes.find(pid);
     if (found == processes.end()) return std::nullopt;
-    return found->second.info;
+    std::optional<ProcessInfo> info = found->second.info;
+    if (info && info->pid == 0) info->pid = pid;
+    return info;
   }
   std::int64_t pid_max() override { return real_processes ? real_.pid_max() : staged_pid_max; }
   std::int64_t boot_time_ns() override {
     return real_processes ? real_.boot_time_ns() : staged_boot_ns;
   }
+  std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
+    if (real_processes) return real_.namespace_inode(kind);
+    auto found = namespace_inodes.find(kind);
+    if (found == namespace_inodes.end()) return std::nullopt;
+    return found->second;
+  }
+  std::string proc_mount_options() override {
+    return real_processes ? real_.proc_mount_options() : staged_proc_options;
+  }
+  std::string mount_info() override {
+    if (real_processes) return real_.mount_info();
+    if (staged_mount_info) return *staged_mount_info;
+    if (!staged_area) return real_.mount_info();
+    auto st = real_.lstat(*staged_area);
+    if (!st) return {};
+    return mount_line(*st, "rw,relatime");
+  }
+  std::optional<std::uint64_t> filesystem_magic(const std::string& path) override {
+    return real_processes ? real_.filesystem_magic(path) : staged_filesystem_magic;
+  }
+  std::optional<std::int64_t> birth_time_ns(const std::string& path) override {
+    if (real_processes) return real_.birth_time_ns(path);
+    if (!dev_birth_known) return std::nullopt;
+    return staged_dev_birth_ns.value_or(staged_boot_ns);
+  }
+  std::uint32_t euid() override { return staged_euid.value_or(real_.euid()); }
+  std::vector<ProcessInfo> namespace_view() override {
+    if (!step("ns_view", "")) return {};
+    return real_processes ? real_.namespace_view() : namespace_processes;
+  }
+
+  /// A mountinfo line mounting the device of `st` at /mnt with per-mount `options`.
+  static std::string mount_line(const FileStat& st, std::string_view options) {
+    return "30 1 " + std::to_string(::major(static_cast<dev_t>(st.dev))) + ":" +
+           std::to_string(::minor(static_cast<dev_t>(st.dev))) + " / /mnt " + std::string(options) +
+           " shared:1 - tmpfs tmpfs rw\n";
+  }
+
   std::int64_t now_ns() override {
     return fixed_now_ns ? *fixed_now_ns : real_.now_ns() + clock_offset_ns;
   }
@@ -205,6 +269,21 @@ class StagedSystem : public System {
   System& real_;
   int steps_ = 0;
 };
+
+/// What gather_host says about a healthy host: initial namespaces, a complete process table,
+/// a local filesystem without idmapped mounts, and a clock that has not stepped since boot.
+inline HostFacts healthy_host(std::int64_t boot_time_ns = 1'000'000'000'000'000'000) {
+  HostFacts host;
+  host.initial_pid_namespace = true;
+  host.initial_user_namespace = true;
+  host.process_table_complete = true;
+  host.filesystem = "tmpfs";
+  host.local_filesystem = true;
+  host.idmapped = false;
+  host.boot_time_ns = boot_time_ns;
+  host.dev_birth_ns = boot_time_ns;
+  return host;
+}
 
 /// A fresh temp folder removed at the end of the test.
 class TempDir {

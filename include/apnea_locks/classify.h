@@ -64,6 +64,9 @@ struct ClassifyPolicy {
   std::int64_t guard_threshold_ns = 60'000'000'000;
   /// An explicit lock directory, repeated as `--lock-dir` in fix commands.
   std::optional<std::string> lock_dir_option;
+  /// The host the proofs rest on (gather_host); the default knows nothing, so no proof
+  /// judged on it is certain.
+  HostFacts host;
 };
 
 /// The default `guard_threshold_ns`: 60 s.
@@ -78,7 +81,8 @@ struct Verdict {
   /// or what made it live / in flight ("pid-alive", "guard-recent", ...).
   std::string reason;
   DeathProof proof = DeathProof::none;
-  bool certain = false;            ///< the proof involves no clock
+  ProofClass proof_class = ProofClass::none;  ///< how strong `proof` is (judge_death)
+  bool certain = false;            ///< proof_class is certain
   bool apnea_self_heals = false;   ///< Apnea reclaims it on its next contended run
   bool needs_attention = false;    ///< a human (or `reclaim`) must act
   bool force_required = false;     ///< only `reclaim --force` would remove it

@@ -1,26 +1,115 @@
-// Is an owner's process alive? Apnea's answer, and our proofs of death.
+// Is an owner's process alive? Apnea's answer, and our proofs of death (PROTOCOL.md
+// section 9).
+//
+// A proof is judged in two steps: the facts are read (gather_host once per survey,
+// gather_process once per pid, System::namespace_view at most once per survey) and then
+// judged by judge_death, which is pure. Whatever cannot be read counts as "the writer may be
+// alive": an unknown field never supports a proof.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "apnea_locks/system.h"
 
 namespace apnea_locks {
 
-/// Everything the system says about one pid, gathered once (per pid, per scan).
-struct ProcessFacts {
-  double pid = 0;
-  /// kill(pid, 0): 0 sent, else errno; -1 when Node could not even try (pid >= 2^31).
-  int signal_errno = -1;
-  std::optional<ProcessInfo> info;  ///< /proc, when the pid has an entry
-  std::int64_t pid_max = 0;
-  std::int64_t boot_time_ns = 0;
+/// How strong a proof of death is.
+enum class ProofClass { none, evidence, certain };
+
+/// "none", "evidence" or "certain".
+std::string_view proof_class_name(ProofClass c);
+
+/// The kernel's hard ceiling on pids (PID_MAX_LIMIT).
+inline constexpr std::int64_t pid_max_limit = 4194304;
+
+/// Facts about this machine that every proof rests on; read once per survey (gather_host).
+/// A default-constructed HostFacts knows nothing, so nothing judged on it is certain.
+struct HostFacts {
+  bool initial_pid_namespace = false;   ///< /proc/self/ns/pid inode == 4026531836
+  bool initial_user_namespace = false;  ///< /proc/self/ns/user inode == 4026531837
+  bool process_table_complete = false;  ///< /proc without hidepid/subset=pid, or euid 0
+  std::string filesystem;               ///< the area's filesystem type name ("tmpfs", "ext4", "nfs", "0x1234abcd")
+  bool local_filesystem = false;        ///< statfs type in the allowlist of section 9
+  bool idmapped = true;                 ///< a mount of the area's device is idmapped (true when unknown)
+  std::int64_t boot_time_ns = 0;        ///< btime
+  std::optional<std::int64_t> dev_birth_ns;  ///< birth time of /dev
+  /// Clock evidence is void: dev_birth unknown, boot time unknown, or |boot_time -
+  /// dev_birth| > 60 s (the wall clock stepped since boot).
+  bool clock_void() const;
+  /// local fs && initial pid ns && initial user ns && table complete.
+  bool can_be_certain() const;
+  /// One phrase naming the first failed precondition of can_be_certain(), "" when none.
+  std::string why_not_certain() const;
 };
 
-/// Probes `pid`: kill(pid, 0) when Node could, then /proc for a process that is not ESRCH.
-ProcessFacts gather_process(System& system, double pid);
+/// The inode of the initial PID namespace (/proc/self/ns/pid).
+inline constexpr std::uint64_t initial_pid_namespace_inode = 4026531836;
+/// The inode of the initial user namespace (/proc/self/ns/user).
+inline constexpr std::uint64_t initial_user_namespace_inode = 4026531837;
+/// How far btime and the birth of /dev may differ before clock evidence is void: 60 s.
+inline constexpr std::int64_t clock_step_limit_ns = 60'000'000'000;
+
+/// Reads the host facts for a lock area directory whose lstat gave device `area_dev`.
+HostFacts gather_host(System& system, const std::string& area_directory, std::uint64_t area_dev);
+
+/// gather_host for `area_directory`, taking its device from lstat; when lstat fails the
+/// device is unknown, so `idmapped` stays true.
+HostFacts gather_host(System& system, const std::string& area_directory);
+
+/// The statfs magic numbers section 9 calls local: tmpfs, ext2/3/4, xfs, btrfs, f2fs, zfs,
+/// bcachefs, overlay.
+bool local_filesystem_magic(std::uint64_t magic);
+
+/// A name for a statfs magic number: "tmpfs", "ext4" (ext2/3/4 share one), "nfs", "fuse",
+/// ... or "0x" and its hex digits when unknown.
+std::string filesystem_name(std::uint64_t magic);
+
+/// One line of /proc/self/mountinfo (proc(5)), the fields the proofs look at.
+struct MountEntry {
+  std::uint64_t major = 0;
+  std::uint64_t minor = 0;
+  std::string mount_point;    ///< as written (octal escapes such as \040 kept)
+  std::string mount_options;  ///< per-mount options, field 6 ("rw,relatime,idmapped")
+  std::string fstype;
+  std::string super_options;  ///< per-superblock options, the last field
+};
+
+/// Parses mountinfo text; malformed lines are skipped, and `complete` (when not null) says
+/// whether every non-empty line parsed.
+std::vector<MountEntry> parse_mountinfo(std::string_view text, bool* complete = nullptr);
+
+/// Whether a mount of device `major:minor` is idmapped (its per-mount options hold
+/// `idmapped`). True when it cannot be told: empty or malformed text, or no mount of that
+/// device listed.
+bool device_idmapped(std::string_view mountinfo, std::uint64_t major, std::uint64_t minor);
+
+/// The super options of the mount at /proc (the last one listed wins: it hides the
+/// others), "" when there is none.
+std::string proc_super_options(std::string_view mountinfo);
+
+/// Whether /proc mount options hide processes from us: any `hidepid` but 0/off, or
+/// `subset=pid`. True for "" (unknown).
+bool proc_options_hide_processes(std::string_view super_options);
+
+/// Everything the system says about one pid, gathered once (per pid, per survey).
+struct ProcessFacts {
+  double pid = 0;
+  int signal_errno = -1;            ///< kill(pid,0): 0 sent, else errno; -1 when not tried (pid outside 1..2^31-1)
+  std::optional<ProcessInfo> info;  ///< the process with this pid in our namespace, when kill did not say ESRCH
+  std::vector<ProcessInfo> ns_carriers;  ///< processes whose NSpid holds pid in a field other than the first
+  bool namespace_view_read = false;      ///< ns_carriers came from a namespace view
+};
+
+/// Probes pid (kill when 1 <= pid <= 2^31-1, then /proc); `view` (may be null) is the
+/// survey's namespace_view(), searched for carriers.
+ProcessFacts gather_process(System& system, double pid, const std::vector<ProcessInfo>* view);
+
+/// The processes of `view` whose NSpid holds `pid` in a field other than the first.
+std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid);
 
 /// Apnea 0.2.2's liveness: alive unless kill(pid, 0) failed with ESRCH (so EPERM and pids
 /// Node cannot signal count as alive). Pure.
@@ -29,10 +118,10 @@ bool apnea_alive(const ProcessFacts& facts);
 /// Our proof that the owner's process is gone (PROTOCOL.md section 9), strongest first.
 enum class DeathProof {
   none,              ///< no proof: the owner may be alive (fail closed)
-  pid_out_of_range,  ///< >= 2^31 or >= pid_max: no such process can exist
-  pid_dead,          ///< kill(pid, 0) failed with ESRCH
-  zombie,            ///< exited, waiting to be reaped
-  pid_other_uid,     ///< the number now belongs to another account
+  pid_out_of_range,  ///< >= PID_MAX_LIMIT (4194304) or >= 2^31: no such process can exist
+  pid_dead,          ///< no carrier: kill(pid, 0) failed with ESRCH and no NSpid holds it
+  zombie,            ///< exited, the last of its thread group, waiting to be reaped
+  pid_other_uid,     ///< the number now belongs to another account (all four uids)
   pid_is_thread,     ///< the number now names a non-leader thread
   pid_reused,        ///< started after the owner record was written (clock-based)
   predates_boot,     ///< the owner record was written before the last boot (clock-based)
@@ -41,15 +130,57 @@ enum class DeathProof {
 /// "pid-dead", "pid-out-of-range", ... ("none" for none).
 std::string_view proof_name(DeathProof proof);
 
-/// True for proofs that involve no clock (enough for reclaim without --force).
+/// True for proofs that involve no clock: the ones that are certain when the host allows.
 bool proof_is_certain(DeathProof proof);
 
-/// Judges `facts` for an owner record written at `written_ns` (owner.json's mtime) in an
-/// area owned by `area_uid`; a start more than `tolerance_ns` after the write is reuse. Pure.
-DeathProof prove_death(const ProcessFacts& facts, std::uint32_t area_uid, std::int64_t written_ns,
-                       std::int64_t tolerance_ns);
+/// The judgement on one pid number.
+struct DeathJudgement {
+  /// The proof named (with several carriers: the weakest one used). When `proof` is none
+  /// this is none, except for void clock evidence (`clock_void`), which is named so it can be
+  /// shown but does not count.
+  DeathProof reason = DeathProof::none;
+  ProofClass proof = ProofClass::none;
+  bool uses_clock = false;       ///< rests on clock evidence (pid-reused / predates-boot)
+  /// Rests on seeing every process, which a precondition of section 9 denies (not initial
+  /// namespaces, incomplete table) or which was not checked (namespace view not read): a
+  /// proof that would be certain is evidence. Set for clock proofs too, so `--force` can name
+  /// both trusts it uses.
+  bool uses_visibility = false;
+  bool clock_void = false;       ///< a clock proof was seen but the clock stepped: not counted
+  bool remote_filesystem = false;///< the area is not on a local filesystem: never removable
+  /// A carrier not shown to be someone else (the live one). When /proc could not be read
+  /// for it, only `pid` is known (state '?').
+  std::optional<ProcessInfo> blocker;
+};
+
+/// Section 9 exactly: every carrier (our-namespace pid P and every ns carrier) must be shown
+/// not to be the writer; certain proofs only when host.can_be_certain(); pid-out-of-range only
+/// for P >= pid_max_limit or P >= 2^31 (never from the current pid_max); zombie only when
+/// state Z/X AND threads == 1; pid-other-uid only when all four uids differ from area_uid,
+/// area_uid != 0 and !host.idmapped, and uids are known; pid-is-thread when tgid != pid;
+/// pid-reused / predates-boot are evidence and do not count when host.clock_void(). Pure.
+///
+/// Decisions beyond the letter of section 9:
+/// - a field /proc did not give (state '?', tgid 0, threads 0, uids unknown) proves nothing:
+///   that carrier may be the writer (proof none, it is the blocker);
+/// - a uid difference that is not a proof (only some uids differ, area uid 0, idmapped or
+///   unknown mounts) proves nothing either: `--force`'s two trusts (the clock, and no
+///   hidden process) do not cover it, so it is none, not evidence;
+/// - when a precondition fails, a proof that would be certain is evidence with
+///   `uses_visibility`; on a non-local filesystem `remote_filesystem` is set and the proof is
+///   at most evidence;
+/// - when the namespace view was not read (`facts.namespace_view_read` false) nested
+///   namespaces' carriers are unknown, so every proof but pid-out-of-range is at most
+///   evidence with `uses_visibility`: pass the view when certainty is wanted;
+/// - `tolerance_ns` is at least 1 s (smaller values count as 1 s);
+/// - a pid that is not an integer >= 1 is no pid: none.
+DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
+                           std::int64_t written_ns, std::int64_t tolerance_ns);
 
 /// The default tolerance for `pid-reused`: 2 s.
 inline constexpr std::int64_t default_reuse_tolerance_ns = 2'000'000'000;
+
+/// The smallest tolerance for `pid-reused`: 1 s.
+inline constexpr std::int64_t minimum_reuse_tolerance_ns = 1'000'000'000;
 
 }  // namespace apnea_locks

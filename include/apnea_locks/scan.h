@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "apnea_locks/classify.h"
@@ -16,21 +17,43 @@
 namespace apnea_locks {
 
 /// Probes each distinct pid once and remembers the answer, in little memory: a pid that
-/// does not exist (ESRCH) costs one bit, so a scan of many dead owners stays small.
+/// does not exist (ESRCH) costs one bit, so a scan of many dead owners stays small. It also
+/// holds the survey's host facts and its namespace view (System::namespace_view), read at
+/// most once: the first time a pid's own-namespace carrier is absent or could be excluded
+/// by a proof, so that only then the carriers in nested PID namespaces are looked for. From
+/// then on every answer carries them (`namespace_view_read`).
 class ProcessCache {
  public:
-  /// An empty cache probing through `system`.
-  explicit ProcessCache(System& system) : system_(system) {}
+  /// An empty cache probing through `system`, for a survey of an area on `host`.
+  explicit ProcessCache(System& system, HostFacts host = {})
+      : system_(system), host_(std::move(host)) {}
 
-  /// The facts about `pid`, probed on first use (gather_process).
+  /// The survey's host facts, as given.
+  const HostFacts& host() const { return host_; }
+
+  /// The facts about `pid` as named by an owner record written at `written_ns` in an area
+  /// owned by `area_uid`; probed on first use (gather_process). The namespace view is read
+  /// when this record's pid has no carrier in our namespace or one a proof could exclude
+  /// (with the smallest tolerance, and idmapped mounts ignored, so no proof judge_death
+  /// finds under any policy is missed).
+  ProcessFacts get(double pid, std::uint32_t area_uid, std::int64_t written_ns);
+
+  /// The facts about `pid` when no record is at hand: the namespace view is read when the
+  /// pid has no carrier in our namespace or has one /proc describes.
   ProcessFacts get(double pid);
 
  private:
+  /// The facts about `pid` in our namespace (no carriers), from the cache or probed.
+  ProcessFacts own(double pid);
+  /// Reads the namespace view if `needed` and not read yet; adds the carriers when read.
+  ProcessFacts with_carriers(ProcessFacts facts, bool needed);
+
   System& system_;
-  std::int64_t pid_max_ = 0;
-  std::int64_t boot_time_ns_ = 0;
+  HostFacts host_;
   std::vector<bool> dead_;  ///< pids known to answer ESRCH (indexed by pid), one bit each
   std::unordered_map<std::int64_t, ProcessFacts> other_;  ///< every other pid probed
+  std::optional<std::vector<ProcessInfo>> view_;  ///< the namespace view, once read
+  std::int64_t boot_time_ns_ = -1;                ///< the system's, read when first needed
 };
 
 /// How hard scan re-reads a lock whose owner was rejected.

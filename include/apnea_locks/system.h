@@ -1,6 +1,7 @@
 // The seam: every call apnea-locks makes to the operating system.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -48,13 +49,22 @@ struct DirEntry {
   FileType type = FileType::unknown;  ///< unknown when the filesystem does not say
 };
 
-/// What /proc says about a process id (Linux; other platforms fill what they can).
+/// What /proc says about a process id (Linux; other platforms fill what they can). A field
+/// /proc did not give keeps its default, which no proof of death accepts (0 = unknown).
 struct ProcessInfo {
   char state = '?';               ///< 'R', 'S', 'Z', ... from /proc/<pid>/stat
   std::int64_t tgid = 0;          ///< thread group leader; differs from pid for a thread
-  std::uint32_t uid = 0;          ///< real uid
+  std::uint32_t uid = 0;          ///< real uid (uids[0] when uids_known)
   std::int64_t start_time_ns = 0; ///< wall-clock start, from boot time plus start ticks
   std::string command;            ///< command line, NULs shown as spaces; may be empty
+  std::int64_t pid = 0;           ///< its pid in our namespace
+  std::int64_t threads = 0;       ///< `Threads:` of /proc/<pid>/status; 0 = unknown
+  /// Real, effective, saved and filesystem uid (`Uid:` of /proc/<pid>/status).
+  std::array<std::uint32_t, 4> uids{};
+  bool uids_known = false;        ///< all four `Uid:` fields were read
+  /// The `NSpid:` fields: its pid in each PID namespace it belongs to, ours first, its own
+  /// last. Empty when unknown (kernels before 4.1 have no `NSpid:`).
+  std::vector<std::int64_t> nspid{};
 };
 
 /// A user account from the passwd database.
@@ -137,6 +147,27 @@ class System {
   virtual std::int64_t pid_max() = 0;
   /// Wall-clock time of the last boot, in nanoseconds since the epoch.
   virtual std::int64_t boot_time_ns() = 0;
+
+  // The host facts a proof of death rests on (PROTOCOL.md section 9), read once per survey.
+  /// The inode of /proc/self/ns/<kind> (`kind` is "pid" or "user"), by stat; nothing when it
+  /// cannot be read.
+  virtual std::optional<std::uint64_t> namespace_inode(std::string_view kind) = 0;
+  /// The super options of the /proc mount (last field of its /proc/self/mountinfo line, e.g.
+  /// "rw,hidepid=invisible"); "" when unknown.
+  virtual std::string proc_mount_options() = 0;
+  /// The whole text of /proc/self/mountinfo; "" when it cannot be read (whole).
+  virtual std::string mount_info() = 0;
+  /// statfs(2) f_type of the filesystem holding `path`; nothing when statfs fails.
+  virtual std::optional<std::uint64_t> filesystem_magic(const std::string& path) = 0;
+  /// statx(2) birth time of `path` (STATX_BTIME), in wall-clock nanoseconds; nothing when
+  /// the filesystem does not report it.
+  virtual std::optional<std::int64_t> birth_time_ns(const std::string& path) = 0;
+  /// geteuid(2).
+  virtual std::uint32_t euid() = 0;
+  /// Every process in /proc whose `NSpid:` has more than one field (it lives in a nested
+  /// PID namespace), with pid, nspid, state, threads, uids, tgid, start_time_ns and command;
+  /// processes that vanish while being read are left out. One walk of /proc per call.
+  virtual std::vector<ProcessInfo> namespace_view() = 0;
 
   // This process.
   /// Wall-clock now, in nanoseconds since the epoch.

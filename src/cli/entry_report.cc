@@ -232,8 +232,9 @@ std::string_view proof_explanation(DeathProof proof) {
   switch (proof) {
     case DeathProof::none: return "no proof of death: the owner may be alive";
     case DeathProof::pid_out_of_range:
-      return "the pid cannot exist (>= pid_max or >= 2^31)";
-    case DeathProof::pid_dead: return "kill(pid, 0) failed with ESRCH: no such process";
+      return "the pid cannot exist (>= 4194304, the kernel's PID_MAX_LIMIT, or >= 2^31)";
+    case DeathProof::pid_dead:
+      return "kill(pid, 0) failed with ESRCH and no process in a nested PID namespace has it";
     case DeathProof::zombie: return "the process has exited and waits to be reaped";
     case DeathProof::pid_other_uid:
       return "the pid now belongs to another account, so it was recycled";

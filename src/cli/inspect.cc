@@ -304,6 +304,7 @@ int inspect_command(const std::vector<std::string>& args) {
   policy.reuse_tolerance_ns = o.timing.tolerance_ns;
   policy.guard_threshold_ns = o.timing.guard_age_ns;
   if (in.area.explicit_directory) policy.lock_dir_option = in.area.directory;
+  policy.host = gather_host(system, in.area.directory);
   in.now_ns = policy.now_ns;
 
   in.check = check_lock_area(system, in.area);

@@ -304,6 +304,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   policy.classify.reuse_tolerance_ns = o.timing.tolerance_ns;
   policy.classify.guard_threshold_ns = o.timing.guard_age_ns;
   if (area.explicit_directory) policy.classify.lock_dir_option = area.directory;
+  policy.classify.host = gather_host(system, area.directory);
 
   std::vector<Target> targets;
   std::set<std::string> seen_locks;

@@ -77,6 +77,7 @@ std::expected<ClassifyPolicy, std::string> judging_policy(System& system, const 
   policy.reuse_tolerance_ns = timing.tolerance_ns;
   policy.guard_threshold_ns = timing.guard_age_ns;
   if (area.explicit_directory) policy.lock_dir_option = area.directory;
+  policy.host = gather_host(system, area.directory);
   return policy;
 }
 
