@@ -22,6 +22,7 @@ std::string_view apnea_verdict_name(ApneaVerdict verdict) {
 
 namespace {
 constexpr std::array all_states = {EntryState::live,      EntryState::stale,  EntryState::malformed,
+                                   EntryState::live_malformed,
                                    EntryState::free,      EntryState::in_flight,
                                    EntryState::debris,    EntryState::leftover,
                                    EntryState::unknown};
@@ -32,6 +33,7 @@ std::string_view state_name(EntryState state) {
     case EntryState::live: return "live";
     case EntryState::stale: return "stale";
     case EntryState::malformed: return "malformed";
+    case EntryState::live_malformed: return "live-malformed";
     case EntryState::free: return "free";
     case EntryState::in_flight: return "in-flight";
     case EntryState::debris: return "debris";
@@ -82,51 +84,104 @@ std::string shell_word(std::string_view word) {
 namespace {
 
 /// Why a process not proven dead counts as alive.
-std::string_view live_reason(const ProcessFacts& facts) {
+std::string_view live_reason(const ProcessFacts& facts, const DeathJudgement& death) {
+  if (death.clock_void) return "clock-void";
+  if (facts.signal_errno == ESRCH && death.blocker) return "pid-in-namespace";
   if (facts.signal_errno == 0) return "pid-alive";
   if (facts.signal_errno == EPERM) return "pid-eperm";
   if (facts.signal_errno == -1) return "pid-unsignalable";
   return "pid-unprovable";
 }
 
-/// The `apnea-locks reclaim` command that would act on an entry.
-std::string fix_command(const EntryFacts& facts, const ClassifyPolicy& policy,
-                        const EntryLabel* label, bool force) {
-  std::string command;
-  command.reserve(64 + facts.path.size() +
-                  (policy.lock_dir_option ? policy.lock_dir_option->size() : 0) +
-                  (label != nullptr ? label->path.size() : 0));
-  command += "apnea-locks reclaim";
-  if (force) command += " --force";
-  if (policy.lock_dir_option) command.append(" --lock-dir ").append(shell_word(*policy.lock_dir_option));
-  if (facts.parsed.role == EntryRole::lock && label != nullptr) {
-    command += label->kind == LockKind::global_setup ? " --home " : " --repo ";
-    command += shell_word(label->path);
-  } else {
-    command.append(" ").append(shell_word(facts.path));
-  }
-  return command;
-}
-
 std::optional<std::int64_t> age_of(const std::optional<FileStat>& stat, std::int64_t now_ns) {
   if (!stat) return std::nullopt;
-  return std::max<std::int64_t>(0, now_ns - stat->mtime_ns);
+  return now_ns - stat->mtime_ns;  // a future mtime shows a negative age, never clamped
 }
 
-/// The judgement on the owner's death (none when there is no accepted owner or probe),
-/// recorded in `verdict`: `proof` is none unless the judgement's class is at least evidence.
-DeathProof proof_for(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
-  if (!facts.owner || !facts.owner->owner || !facts.process) return DeathProof::none;
-  const std::int64_t written_ns = facts.owner->owner_stat ? facts.owner->owner_stat->mtime_ns : 0;
-  const DeathJudgement judged = judge_death(*facts.process, policy.host, policy.area_uid,
-                                            written_ns, policy.reuse_tolerance_ns);
-  verdict.proof_class = judged.proof;
-  verdict.certain = judged.proof == ProofClass::certain;
-  return judged.proof == ProofClass::none ? DeathProof::none : judged.reason;
+/// Every pid the record names, probed: `named`, and the accepted owner's pid (with its probe)
+/// when `named` lacks it (facts gathered by hand).
+std::vector<std::pair<double, ProcessFacts>> named_of(const EntryFacts& facts) {
+  std::vector<std::pair<double, ProcessFacts>> named = facts.named;
+  if (facts.owner && facts.owner->owner && facts.process) {
+    const double pid = facts.owner->owner->pid;
+    if (std::none_of(named.begin(), named.end(), [&](const auto& n) { return n.first == pid; }))
+      named.emplace_back(pid, *facts.process);
+  }
+  return named;
 }
 
-void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel* label,
-                   Verdict& verdict) {
+/// The judgement over every pid the record names: the weakest one decides (a pid not proven
+/// dead makes the whole record "may be alive"). Records `death`, `proof`, `proof_class`,
+/// `certain` and `blocking_pid` in `verdict`; the reason text of the deciding pid returned.
+std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+  verdict.death = DeathJudgement{};
+  verdict.death.remote_filesystem = !policy.host.local_filesystem;
+  std::string reason;
+  bool first = true;
+  const std::int64_t written =
+      facts.written_ns != 0 ? facts.written_ns
+                            : (facts.owner && facts.owner->owner_stat ? facts.owner->owner_stat->mtime_ns : 0);
+  for (const auto& [pid, process] : named_of(facts)) {
+    const DeathJudgement judged =
+        judge_death(process, policy.host, policy.area_uid, written, policy.reuse_tolerance_ns);
+    DeathJudgement& all = verdict.death;
+    all.uses_clock = all.uses_clock || judged.uses_clock;
+    all.uses_visibility = all.uses_visibility || judged.uses_visibility;
+    all.clock_void = all.clock_void || judged.clock_void;
+    all.remote_filesystem = all.remote_filesystem || judged.remote_filesystem;
+    if (first || judged.proof < all.proof) {
+      all.proof = judged.proof;
+      all.reason = judged.reason;
+      all.blocker = judged.blocker;
+      reason = judged.proof == ProofClass::none ? std::string(live_reason(process, judged))
+                                                : std::string(proof_name(judged.reason));
+      verdict.blocking_pid = judged.proof == ProofClass::none ? pid_text(pid) : std::string();
+    }
+    first = false;
+  }
+  verdict.proof_class = verdict.death.proof;
+  verdict.proof = verdict.proof_class == ProofClass::none ? DeathProof::none : verdict.death.reason;
+  verdict.certain = verdict.proof_class == ProofClass::certain;
+  return reason;
+}
+
+/// The reclaim guard of a lock (or the guard entry itself) as a paused process may hold it:
+/// the first paused process of the area's uid started before the guard was made.
+void judge_guard_holder(const FileStat& guard, const ClassifyPolicy& policy, Verdict& verdict) {
+  verdict.guard_checked = policy.paused.has_value();
+  if (!policy.paused) return;
+  const bool clock_trusted = !policy.host.clock_void();
+  for (const ProcessInfo& process : *policy.paused) {
+    const bool same_uid = process.uids_known
+        ? std::find(process.uids.begin(), process.uids.end(), policy.area_uid) != process.uids.end()
+        : process.uid == policy.area_uid;
+    if (!same_uid) continue;
+    // ctime, not mtime: an mtime can be set back, a ctime only moves forward.
+    const bool before = !clock_trusted || process.start_time_ns <= 0 || process.start_time_ns <= guard.ctime_ns;
+    if (!before) continue;
+    verdict.guard_blocker = process;
+    return;
+  }
+}
+
+/// Judges the owner record of a lock, candidate or tombstone; true when every pid it names
+/// is proven dead (or it names none), false when one may be alive.
+bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+  const auto& read = *facts.owner;
+  if (!read.owner) verdict.failed_check = read.owner.error().reason();
+  verdict.pids_unknown = facts.pids_unknown;
+  verdict.pidless = !facts.pids_unknown && named_of(facts).empty();
+  verdict.filesystem = policy.host.filesystem;
+  if (verdict.pids_unknown || verdict.pidless) {
+    verdict.death.remote_filesystem = !policy.host.local_filesystem;
+    verdict.reason = verdict.failed_check.empty() ? "pid-unprobed" : verdict.failed_check;
+    return !verdict.pids_unknown;
+  }
+  verdict.reason = judge_named(facts, policy, verdict);
+  return verdict.proof_class != ProofClass::none;
+}
+
+void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
   if (facts.kept_changing) {
     verdict.state = EntryState::in_flight;
     verdict.apnea_verdict = ApneaVerdict::raced;
@@ -134,18 +189,24 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, const 
     return;
   }
   if (facts.guard) {
-    const std::int64_t guard_age = std::max<std::int64_t>(0, policy.now_ns - facts.guard->mtime_ns);
+    const std::int64_t guard_age = policy.now_ns - facts.guard->mtime_ns;
+    verdict.guard_age_ns = guard_age;
     verdict.guard = guard_age < policy.guard_threshold_ns ? GuardState::in_flight
                                                           : GuardState::leftover;
+    if (verdict.guard == GuardState::leftover) judge_guard_holder(*facts.guard, policy, verdict);
   }
   const auto& read = *facts.owner;
+  const bool dead = judge_record(facts, policy, verdict);
   if (!read.owner) {
-    verdict.state = EntryState::malformed;
     verdict.apnea_verdict = ApneaVerdict::malformed;
-    verdict.reason = read.owner.error().reason();
-    verdict.force_required = true;
     verdict.needs_attention = true;
-    verdict.fix = fix_command(facts, policy, label, true);
+    if (!dead) {
+      verdict.state = verdict.pids_unknown ? EntryState::malformed : EntryState::live_malformed;
+      verdict.reason = verdict.failed_check;
+      return;
+    }
+    verdict.state = EntryState::malformed;
+    verdict.reason = verdict.failed_check;
     return;
   }
   if (!facts.process) {  // never probed: fail closed, as Apnea would
@@ -156,14 +217,11 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, const 
   }
   const bool apnea_live = apnea_alive(*facts.process);
   verdict.apnea_verdict = apnea_live ? ApneaVerdict::live : ApneaVerdict::stale;
-  verdict.proof = proof_for(facts, policy, verdict);
-  if (verdict.proof == DeathProof::none) {
+  if (!dead) {
     verdict.state = EntryState::live;
-    verdict.reason = live_reason(*facts.process);
     return;
   }
   verdict.state = EntryState::stale;
-  verdict.reason = proof_name(verdict.proof);
   const std::int64_t grace_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(repository_reclaim_grace).count();
   verdict.apnea_self_heals = facts.parsed.kind == LockKind::repository && !apnea_live &&
@@ -171,29 +229,17 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, const 
                              verdict.guard == GuardState::none;
   // A guard in flight means someone is reclaiming it right now.
   verdict.needs_attention = !verdict.apnea_self_heals && verdict.guard != GuardState::in_flight;
-  verdict.force_required = !verdict.certain || verdict.guard == GuardState::leftover;
-  verdict.fix = fix_command(facts, policy, label, verdict.force_required);
 }
 
-/// Candidates and tombstones: in flight while their writer may still be running.
+/// Candidates and tombstones: in flight while their writer may still be running, or while
+/// a record naming no pid is younger than the guard age (by ctime).
 void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
-  const auto& read = *facts.owner;
-  bool gone = false;
-  if (!read.owner) {
-    // Written or removed right now (owner.json not yet complete, or already unlinked), or
-    // left behind: only its age tells.
-    verdict.reason = read.owner.error().reason();
-    gone = verdict.age_ns && *verdict.age_ns >= policy.guard_threshold_ns;
-  } else if (!facts.process) {
-    verdict.reason = "pid-unprobed";
-  } else {
-    verdict.proof = proof_for(facts, policy, verdict);
-    if (verdict.proof == DeathProof::none) {
-      verdict.reason = live_reason(*facts.process);
-    } else {
-      verdict.reason = proof_name(verdict.proof);
-      gone = true;
-    }
+  if (facts.guard) verdict.guard_age_ns = policy.now_ns - facts.guard->mtime_ns;
+  const bool dead = judge_record(facts, policy, verdict);
+  bool gone = dead;
+  if (verdict.pidless || verdict.pids_unknown) {
+    const std::int64_t changed = facts.stat ? facts.stat->ctime_ns : policy.now_ns;
+    gone = policy.now_ns - changed >= policy.guard_threshold_ns;
   }
   if (!gone) {
     verdict.state = EntryState::in_flight;
@@ -201,8 +247,6 @@ void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, V
   }
   verdict.state = EntryState::debris;
   verdict.needs_attention = true;
-  verdict.force_required = true;
-  verdict.fix = fix_command(facts, policy, nullptr, true);
 }
 
 void classify_guard(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
@@ -214,13 +258,13 @@ void classify_guard(const EntryFacts& facts, const ClassifyPolicy& policy, Verdi
   verdict.state = EntryState::leftover;
   verdict.reason = "guard-abandoned";
   verdict.needs_attention = true;
-  verdict.force_required = true;
-  verdict.fix = fix_command(facts, policy, nullptr, true);
+  if (facts.stat) judge_guard_holder(*facts.stat, policy, verdict);
+  if (verdict.guard_blocker) verdict.reason = "guard-holder-paused";
 }
 
 }  // namespace
 
-Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel* label) {
+Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel*) {
   Verdict verdict;
   verdict.role = facts.parsed.role;
   verdict.age_ns = age_of(facts.stat, policy.now_ns);
@@ -238,7 +282,7 @@ Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const En
   }
   switch (facts.parsed.role) {
     case EntryRole::lock:
-      if (facts.owner || facts.kept_changing) classify_lock(facts, policy, label, verdict);
+      if (facts.owner || facts.kept_changing) classify_lock(facts, policy, verdict);
       break;
     case EntryRole::candidate:
     case EntryRole::tombstone:

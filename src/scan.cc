@@ -86,6 +86,72 @@ bool has_owner_record(EntryRole role) {
   return role == EntryRole::lock || role == EntryRole::candidate || role == EntryRole::tombstone;
 }
 
+/// The largest owner record scanned for the pids it names when Apnea would not read it
+/// (too large, wrong mode or owner): larger ones count as naming unknown pids.
+constexpr std::int64_t record_scan_limit = std::int64_t{1} << 20;
+
+/// Fills `facts.named` (every pid the record names, probed) and `facts.pids_unknown`. A
+/// record Apnea rejected before reading its bytes is read here without following a symlink
+/// and without blocking on a FIFO, so a malformed record still names its writer.
+void name_pids(System& system, EntryFacts& facts, const OwnerRead& read, std::uint32_t uid,
+               ProcessCache& processes) {
+  std::optional<std::string> bytes = read.bytes;
+  if (!bytes && !read.owner) {
+    switch (read.owner.error().check) {
+      case OwnerCheck::owner_missing:
+      case OwnerCheck::owner_empty: return;  // no record: names no pid
+      case OwnerCheck::lock_symlink:
+      case OwnerCheck::lock_not_directory:
+      case OwnerCheck::lock_unreadable:  // nothing is read through a symlink
+        facts.pids_unknown = true;
+        return;
+      default: break;
+    }
+    const std::string path = facts.path + "/" + std::string(owner_file_name);
+    auto fd = system.open_read(path);
+    if (fd) {
+      auto st = system.fstat(*fd);
+      if (st && st->type == FileType::regular && st->size <= record_scan_limit) {
+        std::string data(static_cast<std::size_t>(st->size), '\0');
+        std::size_t offset = 0;
+        bool failed = false;
+        while (offset < data.size()) {
+          auto n = system.pread(*fd, std::span<char>(data.data() + offset, data.size() - offset),
+                                static_cast<std::int64_t>(offset));
+          if (!n) {
+            failed = true;
+            break;
+          }
+          if (*n == 0) break;
+          offset += *n;
+        }
+        data.resize(offset);
+        if (!failed) {
+          bytes = std::move(data);
+          if (facts.written_ns == 0) facts.written_ns = st->mtime_ns;
+        }
+      } else if (st && st->type == FileType::regular && st->size == 0) {
+        bytes = std::string();
+      }
+      system.close(*fd);
+    }
+    if (!bytes) {
+      facts.pids_unknown = true;
+      return;
+    }
+  }
+  std::vector<double> pids = bytes ? named_pids(*bytes) : std::vector<double>{};
+  if (read.owner && std::find(pids.begin(), pids.end(), read.owner->pid) == pids.end())
+    pids.push_back(read.owner->pid);
+  for (double pid : pids) {
+    if (read.owner && pid == read.owner->pid && facts.process) {
+      facts.named.emplace_back(pid, *facts.process);
+      continue;
+    }
+    facts.named.emplace_back(pid, processes.get(pid, uid, facts.written_ns));
+  }
+}
+
 /// gather_entry, sharing `processes` across a scan.
 EntryFacts gather(System& system, std::string_view lock_directory, std::string_view name,
                   std::uint32_t uid, ProcessCache& processes, int reread_limit) {
@@ -112,12 +178,13 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
   }
   if (!read.owner && read.owner.error().lock_vanished()) return facts;  // gone: no stat
   facts.stat = read.lock_stat;
-  if (read.owner)
-    facts.process = processes.get(read.owner->pid, uid,
-                                  read.owner_stat ? read.owner_stat->mtime_ns : 0);
+  facts.written_ns = read.owner_stat ? read.owner_stat->mtime_ns : 0;
+  if (read.owner) facts.process = processes.get(read.owner->pid, uid, facts.written_ns);
+  name_pids(system, facts, read, uid, processes);
   facts.owner = std::move(read);
-  if (facts.parsed.role == EntryRole::lock && !facts.kept_changing) {
-    auto guard = system.lstat(facts.path + ".reclaim");
+  if ((facts.parsed.role == EntryRole::lock && !facts.kept_changing) ||
+      facts.parsed.role == EntryRole::tombstone) {
+    auto guard = system.lstat(entry_path(lock_directory, facts.parsed.lock_name() + ".reclaim"));
     if (guard) facts.guard = *guard;
   }
   return facts;

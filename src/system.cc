@@ -159,6 +159,36 @@ std::optional<std::string_view> status_field(std::string_view status, std::strin
   return value;
 }
 
+/// True when `pid` is in a frozen cgroup: cgroup v2 `cgroup.freeze` holding 1, or the v1
+/// freezer's state FROZEN.
+bool in_frozen_cgroup(std::int64_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/cgroup", static_cast<long long>(pid));
+  const std::string groups = read_small_file(path);
+  std::size_t at = 0;
+  while (at < groups.size()) {
+    std::size_t end = groups.find('\n', at);
+    if (end == std::string::npos) end = groups.size();
+    const std::string_view line = std::string_view(groups).substr(at, end - at);
+    at = end + 1;
+    const std::size_t colon = line.find(':');
+    const std::size_t second = colon == std::string_view::npos ? colon : line.find(':', colon + 1);
+    if (second == std::string_view::npos) continue;
+    const std::string_view controllers = line.substr(colon + 1, second - colon - 1);
+    const std::string group(line.substr(second + 1));
+    if (group.find("..") != std::string::npos) continue;
+    if (controllers.empty()) {
+      if (read_small_file(("/sys/fs/cgroup" + group + "/cgroup.freeze").c_str()).starts_with("1"))
+        return true;
+    } else if (controllers.find("freezer") != std::string_view::npos) {
+      if (read_small_file(("/sys/fs/cgroup/freezer" + group + "/freezer.state").c_str())
+              .starts_with("FROZEN"))
+        return true;
+    }
+  }
+  return false;
+}
+
 class RealSystem final : public System {
  public:
   SysResult<FileStat> lstat(const std::string& path) override {
@@ -529,6 +559,33 @@ class RealSystem final : public System {
       if (info && info->nspid.size() > 1) view.push_back(std::move(*info));
     }
     return view;
+  }
+
+  std::optional<std::vector<ProcessInfo>> paused_processes() override {
+    DIR* dir = ::opendir("/proc");
+    if (dir == nullptr) return std::nullopt;
+    std::vector<std::int64_t> candidates;
+    char path[96];
+    while (struct dirent* item = ::readdir(dir)) {
+      std::int64_t pid = 0;
+      const char* end = item->d_name + std::strlen(item->d_name);
+      auto parsed = std::from_chars(item->d_name, end, pid);
+      if (parsed.ec != std::errc() || parsed.ptr != end || pid <= 0) continue;
+      std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+      const std::string stat = read_small_file(path);
+      const std::size_t close_paren = stat.rfind(')');
+      if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) continue;
+      const char state = stat[close_paren + 2];
+      if (state == 'T' || state == 't' || in_frozen_cgroup(pid)) candidates.push_back(pid);
+    }
+    ::closedir(dir);
+    std::vector<ProcessInfo> paused;
+    for (std::int64_t pid : candidates) {
+      auto info = process_info(pid);
+      if (!info || info->command.starts_with('[')) continue;  // gone, or a kernel thread
+      paused.push_back(std::move(*info));
+    }
+    return paused;
   }
 
   std::int64_t now_ns() override {

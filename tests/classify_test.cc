@@ -1,5 +1,6 @@
 // classify(): every state and reason from hand-made facts, no files at all.
 #include "apnea_locks/classify.h"
+#include "apnea_locks/survey.h"
 
 #include <doctest/doctest.h>
 
@@ -14,6 +15,17 @@ using namespace apnea_locks;
 
 namespace {
 
+/// classify, then the policy's fix (judge_entry), as every command judges an entry.
+Verdict judged(const EntryFacts& facts, ClassifyPolicy policy, const EntryLabel* label) {
+  SurveySettings settings;
+  if (!policy.paused) policy.paused = std::vector<ProcessInfo>{};
+  settings.judge = policy;
+  settings.flags.guard_age_ns = policy.guard_threshold_ns;
+  settings.fix.lock_dir = policy.lock_dir_option;
+  return judge_entry(facts, settings, label).first;
+}
+
+
 constexpr std::int64_t s = 1'000'000'000;
 constexpr std::int64_t now = 1'700'000'000 * s;
 constexpr std::int64_t boot = now - 10'000 * s;
@@ -27,6 +39,7 @@ FileStat dir_stat(std::int64_t age_ns) {
   st.mode = 0700;
   st.uid = uid;
   st.mtime_ns = now - age_ns;
+  st.ctime_ns = st.mtime_ns;
   st.ino = 42;
   return st;
 }
@@ -202,10 +215,10 @@ std::vector<Case> other_cases() {
        EntryState::in_flight, std::nullopt, "pid-alive"},
       {"candidate of a dead writer",
        facts_for(EntryRole::candidate, accepted(100, now - 600 * s, old), process(100, ESRCH, std::nullopt)),
-       EntryState::debris, std::nullopt, "pid-dead", true, false, true, true},
+       EntryState::debris, std::nullopt, "pid-dead", true, false, true, false},
       {"tombstone of a dead releaser",
        facts_for(EntryRole::tombstone, accepted(100, now - 600 * s, old), process(100, ESRCH, std::nullopt)),
-       EntryState::debris, std::nullopt, "pid-dead", true, false, true, true},
+       EntryState::debris, std::nullopt, "pid-dead", true, false, true, false},
       {"tombstone whose pid was reused",
        facts_for(EntryRole::tombstone, accepted(100, now - 600 * s, old),
                  process(100, 0, info('S', 100, uid, now - 5 * s))),
@@ -229,7 +242,7 @@ std::vector<Case> other_cases() {
 
 void check_case(const Case& c) {
   CAPTURE(c.title);
-  const Verdict v = classify(c.facts, policy(), nullptr);
+  const Verdict v = judged(c.facts, policy(), nullptr);
   CHECK(v.role == c.facts.parsed.role);
   CHECK(state_name(v.state) == state_name(c.state));
   CHECK(v.apnea_verdict.has_value() == c.apnea.has_value());
@@ -262,7 +275,7 @@ TEST_CASE("candidates, tombstones, reclaim guards and unknown entries") {
 TEST_CASE("apnea_verdict is live unless kill gave ESRCH, and malformed on any rejection") {
   for (const Case& c : lock_cases()) {
     CAPTURE(c.title);
-    const Verdict v = classify(c.facts, policy(), nullptr);
+    const Verdict v = judged(c.facts, policy(), nullptr);
     REQUIRE(v.apnea_verdict);
     const auto& read = *c.facts.owner;
     if (!read.owner) {
@@ -277,42 +290,42 @@ TEST_CASE("the fix command names the repository or home when known, else the pat
   EntryFacts stale_repo = facts_for(EntryRole::lock, accepted(100, now - 10 * s, 10 * s),
                                     process(100, ESRCH, std::nullopt));
   EntryLabel repo{LockKind::repository, "/home/ann/my repo"};
-  CHECK(classify(stale_repo, policy(), &repo).fix == "apnea-locks reclaim --repo '/home/ann/my repo'");
-  CHECK(classify(stale_repo, policy(), nullptr).fix == "apnea-locks reclaim " + stale_repo.path);
+  CHECK(judged(stale_repo, policy(), &repo).fix == "apnea-locks reclaim --repo '/home/ann/my repo'");
+  CHECK(judged(stale_repo, policy(), nullptr).fix == "apnea-locks reclaim " + stale_repo.path);
 
   EntryFacts stale_global = facts_for(EntryRole::lock, accepted(100, now - 10 * s, 10 * s),
                                       process(100, ESRCH, std::nullopt), std::nullopt,
                                       LockKind::global_setup);
   EntryLabel home{LockKind::global_setup, "/home/ann"};
-  CHECK(classify(stale_global, policy(), &home).fix == "apnea-locks reclaim --home /home/ann");
+  CHECK(judged(stale_global, policy(), &home).fix == "apnea-locks reclaim --home /home/ann");
 
   ClassifyPolicy explicit_dir = policy();
   explicit_dir.lock_dir_option = "/var/tmp/locks";
-  EntryFacts malformed = facts_for(EntryRole::lock, rejected(OwnerCheck::json_syntax, 0), std::nullopt);
-  CHECK(classify(malformed, explicit_dir, &repo).fix ==
+  EntryFacts malformed = facts_for(EntryRole::lock, rejected(OwnerCheck::json_syntax, 600 * s), std::nullopt);
+  CHECK(judged(malformed, explicit_dir, &repo).fix ==
         "apnea-locks reclaim --force --lock-dir /var/tmp/locks --repo '/home/ann/my repo'");
 
   // Debris and guards are named by their own path, even when the repository is known.
   EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 600 * s);
-  CHECK(classify(guard, policy(), &repo).fix == "apnea-locks reclaim --force " + guard.path);
+  CHECK(judged(guard, policy(), &repo).fix == "apnea-locks reclaim --force " + guard.path);
   EntryFacts live = facts_for(EntryRole::lock, accepted(100, now - 100 * s, 600 * s), alive(100));
-  CHECK(classify(live, policy(), &repo).fix.empty());
+  CHECK(judged(live, policy(), &repo).fix.empty());
 }
 
 TEST_CASE("a reclaim guard changes a stale lock's verdict") {
   EntryFacts lock = facts_for(EntryRole::lock, accepted(100, now - 600 * s, 600 * s),
                               process(100, ESRCH, std::nullopt));
-  REQUIRE(classify(lock, policy(), nullptr).apnea_self_heals);
+  REQUIRE(judged(lock, policy(), nullptr).apnea_self_heals);
 
   lock.guard = dir_stat(600 * s);  // left behind by a crashed reclaimer: blocks Apnea
-  Verdict blocked = classify(lock, policy(), nullptr);
+  Verdict blocked = judged(lock, policy(), nullptr);
   CHECK(blocked.guard == GuardState::leftover);
   CHECK_FALSE(blocked.apnea_self_heals);
   CHECK(blocked.needs_attention);
   CHECK(blocked.force_required);
 
   lock.guard = dir_stat(1 * s);  // someone is reclaiming it right now
-  Verdict reclaiming = classify(lock, policy(), nullptr);
+  Verdict reclaiming = judged(lock, policy(), nullptr);
   CHECK(reclaiming.guard == GuardState::in_flight);
   CHECK_FALSE(reclaiming.apnea_self_heals);
   CHECK_FALSE(reclaiming.needs_attention);
@@ -322,34 +335,36 @@ TEST_CASE("a reclaim guard changes a stale lock's verdict") {
 TEST_CASE("tolerance and guard threshold are policy") {
   EntryFacts lock = facts_for(EntryRole::lock, accepted(100, now - 100 * s, 600 * s),
                               process(100, 0, info('S', 100, uid, now - 95 * s)));
-  CHECK(classify(lock, policy(), nullptr).reason == "pid-reused");
+  CHECK(judged(lock, policy(), nullptr).reason == "pid-reused");
   ClassifyPolicy lenient = policy();
   lenient.reuse_tolerance_ns = 10 * s;
-  CHECK(classify(lock, lenient, nullptr).reason == "pid-alive");
+  CHECK(judged(lock, lenient, nullptr).reason == "pid-alive");
 
   EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 30 * s);
-  CHECK(classify(guard, policy(), nullptr).state == EntryState::in_flight);
+  CHECK(judged(guard, policy(), nullptr).state == EntryState::in_flight);
   ClassifyPolicy strict = policy();
   strict.guard_threshold_ns = 20 * s;
-  CHECK(classify(guard, strict, nullptr).state == EntryState::leftover);
+  CHECK(judged(guard, strict, nullptr).state == EntryState::leftover);
 }
 
 TEST_CASE("a lock that kept changing during the scan is in flight, Apnea's 'raced'") {
   EntryFacts lock = facts_for(EntryRole::lock, rejected(OwnerCheck::owner_missing, 0), std::nullopt);
   lock.kept_changing = true;
-  Verdict v = classify(lock, policy(), nullptr);
+  Verdict v = judged(lock, policy(), nullptr);
   CHECK(v.state == EntryState::in_flight);
   CHECK(v.apnea_verdict == ApneaVerdict::raced);
   CHECK(v.reason == "changed-during-scan");
   CHECK_FALSE(v.needs_attention);
 }
 
-TEST_CASE("ages are never negative, and states round-trip by name") {
+TEST_CASE("a future mtime shows a negative age, never clamped; states round-trip by name") {
   EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, -50 * s);
-  Verdict v = classify(guard, policy(), nullptr);
+  Verdict v = judged(guard, policy(), nullptr);
   REQUIRE(v.age_ns);
-  CHECK(*v.age_ns == 0);
-  for (auto state : {EntryState::live, EntryState::stale, EntryState::malformed, EntryState::free,
+  CHECK(*v.age_ns == -50 * s);
+  CHECK(v.state == EntryState::in_flight);  // not old: never removable by age
+  for (auto state : {EntryState::live, EntryState::stale, EntryState::malformed,
+                     EntryState::live_malformed, EntryState::free,
                      EntryState::in_flight, EntryState::debris, EntryState::leftover,
                      EntryState::unknown})
     CHECK(parse_state(state_name(state)) == state);

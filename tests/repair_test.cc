@@ -29,25 +29,26 @@ struct Area {
   Area() {
     make_dir(dir);
     system.processes[staged_live_pid] = StagedProcess{0, ProcessInfo{'S', staged_live_pid, ::getuid(), 0, "apnea"}};
-    policy.classify.area_uid = ::getuid();
-    policy.classify.host = healthy_host();
+    policy.settings.judge.area_uid = ::getuid();
+    policy.settings.judge.host = healthy_host();
     policy.resource = "/fake/repo";
   }
   EntryFacts facts(const std::string& name) {
-    ProcessCache cache(system);
+    ProcessCache cache(system, policy.settings.judge.host);
     return gather_entry(system, dir, name, ::getuid(), cache);
   }
-  /// Scans, judges and plans one entry as reclaim does.
-  std::pair<EntryFacts, RepairStep> plan(const std::string& name, bool force) {
-    policy.force = force;
-    policy.classify.now_ns = system.now_ns();
+  /// Gathers, judges and decides one entry as reclaim's survey does.
+  std::pair<EntryFacts, Decision> plan(const std::string& name, bool force) {
+    policy.settings.flags.force = force;
+    policy.settings.judge.now_ns = system.now_ns();
+    policy.settings.judge.paused = system.paused_processes();
     EntryFacts scanned = facts(name);
-    const Verdict verdict = classify(scanned, policy.classify, nullptr);
-    return {scanned, plan_repair(scanned, verdict, force)};
+    Decision decision = judge_entry(scanned, policy.settings, nullptr).second;
+    return {scanned, decision};
   }
   RepairResult reclaim(const std::string& name, bool force) {
-    auto [scanned, step] = plan(name, force);
-    return execute_repair(system, scanned, step, policy);
+    auto [scanned, decision] = plan(name, force);
+    return execute_repair(system, scanned, decision, policy);
   }
   bool exists(const std::string& path) { return system.real().lstat(path).has_value(); }
   std::vector<std::string> entries() {
@@ -61,54 +62,97 @@ struct Area {
   }
 };
 
-Verdict verdict_of(EntryRole role, EntryState state, bool certain = true) {
-  Verdict v;
-  v.role = role;
-  v.state = state;
-  v.certain = certain;
-  v.reason = "r";
-  return v;
-}
+constexpr std::int64_t minute = 60'000'000'000;
 
 }  // namespace
 
-TEST_CASE("plan_repair: never a live owner; --force only where the issue allows") {
-  EntryFacts none;
+TEST_CASE("decide: section 10's table; nothing naming a pid not proven dead, under any flag") {
   using R = EntryRole;
   using S = EntryState;
-  using A = RepairAction;
+  using P = ProofClass;
+  using A = PlanAction;
+  const std::int64_t now = 1'700'000'000'000'000'000;
+  enum Record { names_pids, pidless, unknown };
   struct Case {
+    const char* what;
     R role;
     S state;
-    bool certain;
+    P proof;
+    Record record;
     A without_force;
     A with_force;
   };
   const Case cases[] = {
-      {R::lock, S::live, false, A::refuse, A::refuse},
-      {R::lock, S::stale, true, A::reclaim_owner, A::reclaim_owner},
-      {R::lock, S::stale, false, A::refuse, A::reclaim_owner},  // pid-reused / predates-boot
-      {R::lock, S::malformed, false, A::refuse, A::reclaim_malformed},
-      {R::lock, S::in_flight, false, A::refuse, A::refuse},
-      {R::lock, S::free, false, A::skip, A::skip},
-      {R::candidate, S::debris, true, A::refuse, A::remove_debris},
-      {R::candidate, S::in_flight, false, A::skip, A::skip},
-      {R::tombstone, S::debris, true, A::refuse, A::remove_debris},
-      {R::tombstone, S::in_flight, false, A::skip, A::skip},
-      {R::reclaim_guard, S::leftover, false, A::refuse, A::remove_guard},
-      {R::reclaim_guard, S::in_flight, false, A::skip, A::skip},
-      {R::unknown, S::unknown, false, A::skip, A::skip},
+      {"live owner", R::lock, S::live, P::none, names_pids, A::refuse, A::refuse},
+      {"malformed naming a live pid", R::lock, S::live_malformed, P::none, names_pids, A::refuse, A::refuse},
+      {"certainly dead owner", R::lock, S::stale, P::certain, names_pids, A::remove, A::remove},
+      {"dead by evidence only", R::lock, S::stale, P::evidence, names_pids, A::refuse, A::remove},
+      {"malformed, every pid certainly dead", R::lock, S::malformed, P::certain, names_pids, A::refuse, A::remove},
+      {"malformed, pids dead by evidence", R::lock, S::malformed, P::evidence, names_pids, A::refuse, A::remove},
+      {"malformed, names no pid, old", R::lock, S::malformed, P::none, pidless, A::refuse, A::remove},
+      {"malformed, unreadable", R::lock, S::malformed, P::none, unknown, A::refuse, A::refuse},
+      {"kept changing", R::lock, S::in_flight, P::none, names_pids, A::refuse, A::refuse},
+      {"no lock", R::lock, S::free, P::none, names_pids, A::keep, A::keep},
+      {"candidate of a dead writer", R::candidate, S::debris, P::certain, names_pids, A::remove, A::remove},
+      {"candidate dead by evidence", R::candidate, S::debris, P::evidence, names_pids, A::refuse, A::remove},
+      {"candidate of a live writer", R::candidate, S::in_flight, P::none, names_pids, A::keep, A::keep},
+      {"tombstone naming no pid, old", R::tombstone, S::debris, P::none, pidless, A::refuse, A::remove},
+      {"tombstone unreadable", R::tombstone, S::debris, P::none, unknown, A::refuse, A::refuse},
+      {"leftover guard", R::reclaim_guard, S::leftover, P::none, pidless, A::refuse, A::remove},
+      {"unknown entry", R::unknown, S::unknown, P::none, pidless, A::keep, A::keep},
   };
   for (const Case& c : cases) {
-    CAPTURE(role_name(c.role));
-    CAPTURE(state_name(c.state));
-    CAPTURE(c.certain);
-    const Verdict verdict = verdict_of(c.role, c.state, c.certain);
-    const RepairStep plain = plan_repair(none, verdict, false);
+    CAPTURE(c.what);
+    EntryFacts facts;
+    facts.path = "/area/x";
+    FileStat st;
+    st.type = FileType::directory;
+    st.mtime_ns = st.ctime_ns = now - 60 * minute;
+    facts.stat = st;
+    Verdict verdict;
+    verdict.role = c.role;
+    verdict.state = c.state;
+    verdict.proof_class = c.proof;
+    verdict.certain = c.proof == P::certain;
+    verdict.pidless = c.record == pidless;
+    verdict.pids_unknown = c.record == unknown;
+    verdict.death.proof = c.proof;
+    verdict.death.uses_clock = c.proof == P::evidence;
+    verdict.age_ns = 60 * minute;
+    verdict.guard_checked = true;
+    verdict.reason = "r";
+    const Decision plain = decide(facts, verdict, RemovalFlags{false, 5 * minute}, now);
+    const Decision forced = decide(facts, verdict, RemovalFlags{true, 5 * minute}, now);
     CHECK(plain.action == c.without_force);
-    CHECK(plan_repair(none, verdict, true).action == c.with_force);
-    CHECK(plain.force_would_help == (c.without_force == A::refuse && c.with_force != A::refuse));
-    if (plain.action == A::refuse || plain.action == A::skip) CHECK_FALSE(plain.why.empty());
+    CHECK(forced.action == c.with_force);
+    CHECK_FALSE(plain.why.empty());
+    if (plain.action == A::refuse) CHECK_FALSE(plain.next_step.empty());
+    if (forced.action == A::remove && plain.action != A::remove) CHECK_FALSE(forced.trusts.empty());
+    // The fix command is the one reclaim that would act.
+    const auto fix = fix_argv(facts, verdict, nullptr, 5 * minute, now, FixContext{});
+    if (c.without_force == A::remove) CHECK(fix == std::vector<std::string>{"apnea-locks", "reclaim", "/area/x"});
+    else if (c.with_force == A::remove)
+      CHECK(fix == std::vector<std::string>{"apnea-locks", "reclaim", "--force", "/area/x"});
+    else CHECK(fix.empty());
+
+    // A remote filesystem, a young ownerless entry and a paused guard holder block every flag.
+    Verdict remote = verdict;
+    remote.death.remote_filesystem = true;
+    if (c.role != R::reclaim_guard && c.role != R::unknown)
+      CHECK(decide(facts, remote, RemovalFlags{true, 5 * minute}, now).action != A::remove);
+    if (c.record == pidless && c.role != R::reclaim_guard) {
+      EntryFacts young = facts;
+      young.stat->ctime_ns = now - minute;
+      CHECK(decide(young, verdict, RemovalFlags{true, 5 * minute}, now).action != A::remove);
+    }
+    if (c.role == R::reclaim_guard) {
+      Verdict paused = verdict;
+      paused.guard_blocker = ProcessInfo{'T', 42, ::getuid(), 0, "apnea"};
+      CHECK(decide(facts, paused, RemovalFlags{true, 5 * minute}, now).action == A::refuse);
+      Verdict unchecked = verdict;
+      unchecked.guard_checked = false;
+      CHECK(decide(facts, unchecked, RemovalFlags{true, 5 * minute}, now).action == A::refuse);
+    }
   }
 }
 
@@ -136,7 +180,7 @@ TEST_CASE("a live owner is refused even with --force, and nothing is touched") {
   const auto before = snapshot(a.dir);
   RepairResult result = a.reclaim(a.lock_name, true);
   CHECK(result.outcome == RepairOutcome::refused);
-  CHECK(result.detail.find("pid 6000 is alive (apnea") != std::string::npos);
+  CHECK(result.detail.find("pid 6000") != std::string::npos);
   CHECK(snapshot(a.dir) == before);
 }
 
@@ -144,7 +188,7 @@ TEST_CASE("race: a replacement published after inspection survives") {
   Area a;
   make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid, "dead-token"));
   auto [scanned, step] = a.plan(a.lock_name, false);
-  REQUIRE(step.action == RepairAction::reclaim_owner);
+  REQUIRE(step.removal == RemovalKind::lock_owner);
   // Apnea reclaimed it itself and a new owner published, after our inspection.
   REQUIRE(a.system.real().remove_tree(a.lock));
   make_entry(a.dir, a.lock_name, owner_json(staged_live_pid, "new-token"));
@@ -160,7 +204,7 @@ TEST_CASE("race: an owner that is no longer provably dead under the guard is lef
   Area a;
   make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid));
   auto [scanned, step] = a.plan(a.lock_name, false);
-  REQUIRE(step.action == RepairAction::reclaim_owner);
+  REQUIRE(step.removal == RemovalKind::lock_owner);
   // While we take the guard, the pid answers again as a process started long ago: a fresh
   // probe under the guard finds no proof, so the lock stays.
   a.system.before = [&](std::string_view op, const std::string& path) {
@@ -185,14 +229,16 @@ TEST_CASE("race: a second reclaimer is blocked by the guard with Apnea's message
   CHECK(a.exists(a.lock + ".reclaim"));
 }
 
-TEST_CASE("a malformed lock needs --force, and one rewritten since inspection is kept") {
+TEST_CASE("a malformed lock naming no pid needs --force and --guard-age; one rewritten since is kept") {
   Area a;
   make_entry(a.dir, a.lock_name, "{\"pid\":0,\"token\":\"x\"}");
   CHECK(a.reclaim(a.lock_name, false).outcome == RepairOutcome::refused);
+  CHECK(a.reclaim(a.lock_name, true).outcome == RepairOutcome::refused);  // changed just now
   CHECK(a.exists(a.lock));
+  a.system.clock_offset_ns = 10 * minute;  // older than --guard-age by ctime
 
   auto [scanned, step] = a.plan(a.lock_name, true);
-  REQUIRE(step.action == RepairAction::reclaim_malformed);
+  REQUIRE(step.removal == RemovalKind::lock_malformed);
   SUBCASE("rewritten: kept") {
     write_file(a.lock + "/owner.json", "{\"pid\":0,\"token\":\"y\"}");
     CHECK(execute_repair(a.system, scanned, step, a.policy).outcome == RepairOutcome::changed);
@@ -201,6 +247,32 @@ TEST_CASE("a malformed lock needs --force, and one rewritten since inspection is
   SUBCASE("unchanged: removed") {
     CHECK(execute_repair(a.system, scanned, step, a.policy).outcome == RepairOutcome::removed);
     CHECK(a.entries().empty());
+  }
+}
+
+TEST_CASE("never-live: a malformed record naming a live pid is kept under every flag") {
+  const std::vector<std::pair<std::string, mode_t>> records = {
+      {"{\"pid\":6000,\"token\":\"t\"}", 0644},                 // mode Apnea rejects
+      {"{\"pid\":6000,\"token\":\"t\"} trailing", 0600},       // bytes after the JSON
+      {"\xEF\xBB\xBF{\"pid\":6000,\"token\":\"t\"}", 0600},      // a BOM
+      {"{\"pid\":6001,\"pid\":6000,\"token\":\"t\"}", 0644},     // duplicates, live one first
+      {"{\"pid\":6000,\"pid\":6001,\"token\":\"t\"}", 0644},     // live one overridden
+      {"{\"pid\":\"6000\",\"token\":\"t\"}", 0600},             // a decimal string
+      {"{\"pid\":6000,\"token\":\"t\"}" + std::string(5000, ' '), 0600},  // oversized
+  };
+  for (const auto& [record, mode] : records) {
+    CAPTURE(record.substr(0, 60));
+    Area a;
+    make_entry(a.dir, a.lock_name, record, 0700, mode);
+    a.system.clock_offset_ns = 24 * 60 * minute;  // old by every clock
+    const auto before = snapshot(a.dir);
+    auto [scanned, plain] = a.plan(a.lock_name, false);
+    auto [scanned_forced, forced] = a.plan(a.lock_name, true);
+    CHECK(plain.action == PlanAction::refuse);
+    CHECK(forced.action == PlanAction::refuse);
+    CHECK(forced.why.find("6000") != std::string::npos);
+    CHECK(execute_repair(a.system, scanned_forced, forced, a.policy).outcome == RepairOutcome::refused);
+    CHECK(snapshot(a.dir) == before);
   }
 }
 
@@ -218,7 +290,7 @@ TEST_CASE("clock-only proofs need --force") {
   CHECK_FALSE(a.exists(a.lock));
 }
 
-TEST_CASE("debris: a dead writer's candidate is removed with --force, never through a symlink") {
+TEST_CASE("debris: a dead writer's candidate is removed, never recursively, never through a symlink") {
   Area a;
   const std::string candidate_name = a.lock_name + ".candidate.tok";
   const std::string candidate = make_entry(a.dir, candidate_name, owner_json(staged_dead_pid, "tok"));
@@ -228,9 +300,12 @@ TEST_CASE("debris: a dead writer's candidate is removed with --force, never thro
   write_file(outside + "/keep", "precious");
   REQUIRE(::symlink(outside.c_str(), (candidate + "/link").c_str()) == 0);
 
-  CHECK(a.reclaim(candidate_name, false).outcome == RepairOutcome::refused);
-  CHECK(a.exists(candidate));
-  CHECK(a.reclaim(candidate_name, true).outcome == RepairOutcome::removed);
+  // Anything but owner.json inside: refused and reported, never a recursive delete.
+  CHECK(a.reclaim(candidate_name, true).outcome == RepairOutcome::changed);
+  CHECK(a.exists(candidate + "/link"));
+  CHECK(a.exists(outside + "/keep"));
+  REQUIRE(::unlink((candidate + "/link").c_str()) == 0);
+  CHECK(a.reclaim(candidate_name, false).outcome == RepairOutcome::removed);  // certainly dead
   CHECK_FALSE(a.exists(candidate));
   CHECK(a.exists(outside + "/keep"));
 }
@@ -240,7 +315,7 @@ TEST_CASE("debris replaced or revived since inspection is left alone") {
   const std::string name = a.lock_name + ".tombstone.u";
   make_entry(a.dir, name, owner_json(staged_dead_pid));
   auto [scanned, step] = a.plan(name, true);
-  REQUIRE(step.action == RepairAction::remove_debris);
+  REQUIRE(step.removal == RemovalKind::debris);
   SUBCASE("replaced by another directory") {
     REQUIRE(a.system.real().rename(a.dir + "/" + name, a.temp / "aside"));
     make_entry(a.dir, name, owner_json(staged_dead_pid));
@@ -250,9 +325,9 @@ TEST_CASE("debris replaced or revived since inspection is left alone") {
   SUBCASE("a reclamation of its lock is in progress") {
     make_dir(a.lock + ".reclaim");
     RepairResult result = execute_repair(a.system, scanned, step, a.policy);
-    CHECK(result.outcome == RepairOutcome::changed);
-    CHECK(result.detail.find("in progress") != std::string::npos);
+    CHECK(result.outcome == RepairOutcome::guard_held);
     CHECK(a.exists(a.dir + "/" + name));
+    CHECK(a.plan(name, true).second.action == PlanAction::keep);  // the survey says so too
   }
 }
 
@@ -277,6 +352,20 @@ TEST_CASE("a leftover guard is removed with --force; a guard that is not empty i
   SUBCASE("recent: in flight, skipped") {
     age_path(guard, 1);
     CHECK(a.reclaim(guard_name, true).outcome == RepairOutcome::skipped);
+  }
+  SUBCASE("a paused process of this uid started before it: refused, kept") {
+    ProcessInfo stopped{'T', 4242, ::getuid(), 1, "apnea"};
+    stopped.pid = 4242;
+    a.system.staged_paused = std::vector<ProcessInfo>{stopped};
+    RepairResult result = a.reclaim(guard_name, true);
+    CHECK(result.outcome == RepairOutcome::refused);
+    CHECK(result.detail.find("4242") != std::string::npos);
+    CHECK(a.exists(guard));
+  }
+  SUBCASE("the process table cannot be read: refused, kept") {
+    a.system.staged_paused.reset();
+    CHECK(a.reclaim(guard_name, true).outcome == RepairOutcome::refused);
+    CHECK(a.exists(guard));
   }
 }
 
@@ -308,7 +397,8 @@ TEST_CASE("crash injection: reclaim abandoned after every step is explained and 
     // completes: guards first, then the lock, then debris, as reclaim orders them.
     Area& again = a;
     again.system.crash_after.reset();
-    again.policy.classify.guard_threshold_ns = 0;
+    again.policy.settings.judge.guard_threshold_ns = 0;
+    again.policy.settings.flags.guard_age_ns = 0;
     std::vector<std::string> names = again.entries();
     std::stable_sort(names.begin(), names.end(), [](const std::string& x, const std::string& y) {
       auto rank = [](const std::string& n) {

@@ -64,6 +64,8 @@ class StagedSystem : public System {
   std::optional<std::uint32_t> staged_euid;
   /// What namespace_view() returns (processes in nested PID namespaces).
   std::vector<ProcessInfo> namespace_processes;
+  /// What paused_processes() returns (nothing: /proc could not be listed).
+  std::optional<std::vector<ProcessInfo>> staged_paused = std::vector<ProcessInfo>{};
 
   /// The clock: real time plus `clock_offset_ns` unless `fixed_now_ns` is set.
   std::optional<std::int64_t> fixed_now_ns;
@@ -202,6 +204,10 @@ class StagedSystem : public System {
   std::vector<ProcessInfo> namespace_view() override {
     if (!step("ns_view", "")) return {};
     return real_processes ? real_.namespace_view() : namespace_processes;
+  }
+  std::optional<std::vector<ProcessInfo>> paused_processes() override {
+    if (!step("paused", "")) return std::nullopt;
+    return real_processes ? real_.paused_processes() : staged_paused;
   }
 
   /// A mountinfo line mounting the device of `st` at /mnt with per-mount `options`.

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "apnea_locks/names.h"
 #include "apnea_locks/owner.h"
@@ -20,12 +22,16 @@ enum class ApneaVerdict { live, stale, malformed, free, raced };
 /// "live", "stale", "malformed", "free" or "raced".
 std::string_view apnea_verdict_name(ApneaVerdict verdict);
 
-/// apnea-locks' own state of an entry. Locks: live / stale / malformed / free (and
-/// in-flight while it kept changing); candidates and tombstones: in-flight / debris; reclaim
-/// guards: in-flight / leftover; anything else: unknown.
-enum class EntryState { live, stale, malformed, free, in_flight, debris, leftover, unknown };
+/// apnea-locks' own state of an entry. Locks: live / stale / malformed / live-malformed (a
+/// malformed record naming a pid not proven dead) / free (and in-flight while it kept
+/// changing); candidates and tombstones: in-flight / debris; reclaim guards: in-flight /
+/// leftover; anything else: unknown.
+enum class EntryState {
+  live, stale, malformed, live_malformed, free, in_flight, debris, leftover, unknown
+};
 
-/// "live", "stale", "malformed", "free", "in-flight", "debris", "leftover" or "unknown".
+/// "live", "stale", "malformed", "live-malformed", "free", "in-flight", "debris",
+/// "leftover" or "unknown".
 std::string_view state_name(EntryState state);
 
 /// The state named `name` (as state_name prints it); nothing when there is none.
@@ -45,7 +51,16 @@ struct EntryFacts {
   std::optional<FileStat> stat;         ///< lstat of the entry; none when it is gone
   std::optional<OwnerRead> owner;       ///< for locks, candidates and tombstones
   std::optional<ProcessFacts> process;  ///< the accepted owner's pid, probed
-  std::optional<FileStat> guard;        ///< for a lock: lstat of `<lock>.reclaim` if it exists
+  /// Every pid the owner record names (named_pids, the accepted owner's pid included), each
+  /// probed: the never-live rule judges them all.
+  std::vector<std::pair<double, ProcessFacts>> named;
+  /// The record's bytes could not be read (unreadable, not a regular file, a symlink, too
+  /// large to scan): the pids it names are unknown, so it may name a live one.
+  bool pids_unknown = false;
+  /// When the record was written (owner.json's mtime), for the clock proofs; 0 unknown.
+  std::int64_t written_ns = 0;
+  /// For a lock or a tombstone: lstat of `<lock>.reclaim` if it exists.
+  std::optional<FileStat> guard;
   bool kept_changing = false;           ///< a lock replaced on every re-read during the scan
 };
 
@@ -61,16 +76,19 @@ struct ClassifyPolicy {
   std::uint32_t area_uid = 0;  ///< the uid the lock area belongs to
   std::int64_t reuse_tolerance_ns = default_reuse_tolerance_ns;
   /// Reclaim guards, and malformed candidates and tombstones, younger than this are in flight.
-  std::int64_t guard_threshold_ns = 60'000'000'000;
+  std::int64_t guard_threshold_ns = 300'000'000'000;
   /// An explicit lock directory, repeated as `--lock-dir` in fix commands.
   std::optional<std::string> lock_dir_option;
   /// The host the proofs rest on (gather_host); the default knows nothing, so no proof
   /// judged on it is certain.
   HostFacts host;
+  /// The paused processes (System::paused_processes), read when an old guard is judged;
+  /// nothing when not read or unreadable (then no guard is shown free of a paused holder).
+  std::optional<std::vector<ProcessInfo>> paused;
 };
 
-/// The default `guard_threshold_ns`: 60 s.
-inline constexpr std::int64_t default_guard_threshold_ns = 60'000'000'000;
+/// The default `guard_threshold_ns`: 5 minutes, the default `--guard-age`.
+inline constexpr std::int64_t default_guard_threshold_ns = 300'000'000'000;
 
 /// The verdict on one entry.
 struct Verdict {
@@ -88,11 +106,26 @@ struct Verdict {
   bool force_required = false;     ///< only `reclaim --force` would remove it
   GuardState guard = GuardState::none;  ///< locks only
   std::optional<std::int64_t> age_ns;   ///< now minus the entry's mtime, at least 0
-  std::string fix;                 ///< the `apnea-locks reclaim` command; empty when none
+  /// The judgement over every pid the record names (the weakest one's): blocker, trusts.
+  DeathJudgement death;
+  /// The pid that blocks a removal when no carrier could be described ("" when none).
+  std::string blocking_pid;
+  std::string failed_check;        ///< Apnea's failed acceptance check, when malformed
+  bool pidless = false;            ///< the record names no pid at all (empty, binary, none)
+  bool pids_unknown = false;       ///< the record could not be read: its pids are unknown
+  std::string filesystem;          ///< the area's filesystem type (host facts)
+  std::optional<std::int64_t> guard_age_ns;  ///< a lock's or tombstone's guard: now - mtime
+  /// A paused process that may hold the (old) guard: stopped, traced or frozen, of the
+  /// area's uid, started before the guard (or with the clock void).
+  std::optional<ProcessInfo> guard_blocker;
+  bool guard_checked = false;      ///< the paused processes were read for the guard
+  std::vector<std::string> fix_argv;  ///< the one fix command (policy.h); empty when none
+  std::string fix;                 ///< fix_argv as a shell command line; empty when none
 };
 
 /// Judges `facts` under `policy`; `label` (may be null) names the entry's repository or
-/// home and is used in the fix command. Pure.
+/// home. The fix fields are left empty: judge_entry (survey.h) fills them from the policy.
+/// Pure.
 Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel* label);
 
 /// Quotes `word` for a POSIX shell when it needs quoting (else returns it unchanged).

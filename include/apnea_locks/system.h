@@ -168,6 +168,10 @@ class System {
   /// PID namespace), with pid, nspid, state, threads, uids, tgid, start_time_ns and command;
   /// processes that vanish while being read are left out. One walk of /proc per call.
   virtual std::vector<ProcessInfo> namespace_view() = 0;
+  /// Every user process that is paused: stopped (`T`), traced (`t`) or in a frozen cgroup
+  /// (cgroup v2 `cgroup.freeze` or v1 freezer FROZEN), with the fields of process_info;
+  /// kernel threads are left out. Nothing when /proc cannot be listed. One walk of /proc.
+  virtual std::optional<std::vector<ProcessInfo>> paused_processes() = 0;
 
   // This process.
   /// Wall-clock now, in nanoseconds since the epoch.

@@ -174,6 +174,50 @@ void write_entry_json(JsonWriter& json, const EntryView& entry) {
   json.key("force_required").boolean(verdict.force_required);
   json.key("fix");
   text_or_null(!verdict.fix.empty(), verdict.fix);
+  json.key("fix_argv");
+  if (verdict.fix_argv.empty()) {
+    json.null();
+  } else {
+    json.begin_array();
+    for (const std::string& word : verdict.fix_argv) json.string(word);
+    json.end_array();
+  }
+  json.key("proof").string(proof_class_name(verdict.proof_class));
+  json.key("proof_name");
+  text_or_null(verdict.proof != DeathProof::none, proof_name(verdict.proof));
+  json.key("clock_void").boolean(verdict.death.clock_void);
+  json.key("named_pids");
+  if (verdict.pids_unknown) {
+    json.null();
+  } else {
+    json.begin_array();
+    for (const auto& [pid, process] : facts.named) json.number_text(pid_text(pid));
+    json.end_array();
+  }
+  json.key("blocker");
+  if (verdict.death.blocker) {
+    const ProcessInfo& b = *verdict.death.blocker;
+    json.begin_object();
+    json.key("pid").integer(b.pid);
+    json.key("nspid").begin_array();
+    for (std::int64_t n : b.nspid) json.integer(n);
+    json.end_array();
+    json.key("uid");
+    if (b.uids_known) json.integer(b.uids[0]);
+    else json.null();
+    json.key("command").string(b.command);
+    json.key("started");
+    text_or_null(b.start_time_ns > 0, b.start_time_ns > 0 ? format_time(b.start_time_ns, true) : "");
+    json.end_object();
+  } else {
+    json.null();
+  }
+  if (entry.decision != nullptr) {
+    json.key("decision").string(plan_action_name(entry.decision->action));
+    json.key("decision_why").string(entry.decision->why);
+    json.key("next_step");
+    text_or_null(!entry.decision->next_step.empty(), entry.decision->next_step);
+  }
   json.key("guard");
   text_or_null(verdict.role == EntryRole::lock, guard_state_name(verdict.guard));
   json.key("type");

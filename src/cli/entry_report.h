@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apnea_locks/classify.h"
+#include "apnea_locks/policy.h"
 #include "cli/render.h"
 
 namespace apnea_locks::cli {
@@ -39,11 +40,12 @@ const FieldInfo& field_info(Field field);
 /// message naming an unknown column.
 std::expected<std::vector<Field>, std::string> parse_fields(std::string_view spec);
 
-/// An entry with its verdict and label (may be null).
+/// An entry with its verdict, label (may be null) and the policy's decision (may be null).
 struct EntryView {
   const EntryFacts& facts;
   const Verdict& verdict;
   const EntryLabel* label;
+  const Decision* decision = nullptr;
 };
 
 /// The text of one column ("" when it has none). With `truncate`, the key (12 digits),

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
 #include "apnea_locks/scan.h"
+#include "apnea_locks/survey.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/entry_report.h"
@@ -55,6 +57,7 @@ struct Inspection {
   AreaCheck check;
   EntryFacts facts;
   Verdict verdict;
+  Decision decision;
   const EntryLabel* label = nullptr;
   OwnerFileDetails owner_file;
   std::vector<Related> related;
@@ -107,7 +110,7 @@ void print_human(const Inspection& in) {
   line("label", in.label != nullptr ? printable(in.label->path) : "-");
   line("state", fmt::format("{} ({}{})", state_name(verdict.state), verdict.reason,
                             verdict.state == EntryState::stale
-                                ? (verdict.certain ? "; certain proof" : "; clock-based evidence")
+                                ? (verdict.certain ? "; certain proof" : "; evidence only")
                                 : ""));
   if (verdict.apnea_verdict) {
     std::string apnea(apnea_verdict_name(*verdict.apnea_verdict));
@@ -116,7 +119,11 @@ void print_human(const Inspection& in) {
                                         : ": Apnea will not reclaim it by itself";
     line("apnea", apnea);
   }
+  line("proof", fmt::format("{}{}", proof_class_name(verdict.proof_class),
+                            verdict.death.clock_void ? " (clock evidence void: the clock stepped since boot)" : ""));
   line("attention", verdict.needs_attention ? "yes" : "no");
+  line("reclaim", printable(fmt::format("{}: {}", plan_action_name(in.decision.action), in.decision.why)));
+  if (!in.decision.next_step.empty()) line("next step", printable(in.decision.next_step));
   line("fix", verdict.fix.empty() ? "-" : printable(verdict.fix));
   line("directory", facts.stat ? stat_line(*facts.stat, in.now_ns) : "absent");
   if (facts.parsed.role == EntryRole::reclaim_guard || facts.parsed.role == EntryRole::unknown ||
@@ -298,14 +305,12 @@ int inspect_command(const std::vector<std::string>& args) {
   const std::string home = o.home.empty() ? node_homedir(system) : o.home;
   if (!home.empty()) (void)labels.add_home(system, home);
 
-  ClassifyPolicy policy;
-  policy.now_ns = system.now_ns();
-  policy.area_uid = system.uid();
-  policy.reuse_tolerance_ns = o.timing.tolerance_ns;
-  policy.guard_threshold_ns = o.timing.guard_age_ns;
-  if (in.area.explicit_directory) policy.lock_dir_option = in.area.directory;
-  policy.host = gather_host(system, in.area.directory);
-  in.now_ns = policy.now_ns;
+  auto settings = judging_policy(system, in.area, o.timing);
+  if (!settings) {
+    print_error(command_name, settings.error());
+    return exit_usage;
+  }
+  in.now_ns = settings->judge.now_ns;
 
   in.check = check_lock_area(system, in.area);
   if (!in.check.safe() && in.check.problem != AreaProblem::missing) {
@@ -314,21 +319,25 @@ int inspect_command(const std::vector<std::string>& args) {
     return exit_unsafe;
   }
 
-  ProcessCache processes(system);
+  ProcessCache processes(system, settings->judge.host);
   const std::string name = base_name(path);
-  in.facts = gather_entry(system, in.area.directory, name, policy.area_uid, processes);
+  in.facts = gather_entry(system, in.area.directory, name, settings->judge.area_uid, processes);
   in.facts.path = path;
   if (in.facts.parsed.role != EntryRole::unknown) in.label = labels.find(in.facts.parsed.lock_name());
-  in.verdict = classify(in.facts, policy, in.label);
-  if (in.facts.stat) in.owner_file = gather_owner_file(system, path);
+  if (in.facts.parsed.role == EntryRole::reclaim_guard || in.facts.guard)
+    settings->judge.paused = system.paused_processes();
+  std::tie(in.verdict, in.decision) = judge_entry(in.facts, *settings, in.label);
+  // Never through a symlink: owner.json is read only inside a real directory.
+  if (in.facts.stat && in.facts.stat->type == FileType::directory)
+    in.owner_file = gather_owner_file(system, path);
 
   if (in.facts.parsed.role != EntryRole::unknown && in.check.safe()) {
     const std::string prefix = in.facts.parsed.lock_name();
     (void)system.list_directory(in.area.directory, [&](const DirEntry& entry) {
       if (entry.name == name || !entry.name.starts_with(prefix)) return true;
-      EntryFacts other = gather_entry(system, in.area.directory, entry.name, policy.area_uid, processes);
+      EntryFacts other = gather_entry(system, in.area.directory, entry.name, settings->judge.area_uid, processes);
       if (other.stat && other.parsed.lock_name() == prefix)
-        in.related.push_back(Related{entry.name, classify(other, policy, in.label)});
+        in.related.push_back(Related{entry.name, judge_entry(other, *settings, in.label).first});
       return true;
     });
   }

@@ -1,6 +1,7 @@
 // apnea-locks reclaim: removes dead locks, and with --force malformed locks and debris, with
 // Apnea's own guarded protocol (src/repair.cc through src/lock.cc). Never a live owner.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/repair.h"
 #include "apnea_locks/scan.h"
+#include "apnea_locks/survey.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/render.h"
@@ -27,11 +29,11 @@ namespace {
 constexpr std::string_view command_name = "reclaim";
 constexpr std::string_view usage_text =
     "Usage: apnea-locks reclaim [OPTIONS] [LOCKPATH...]\n\n"
-    "Removes Apnea locks whose owner is proven dead, with Apnea's guarded protocol: the\n"
-    "owner is re-probed and its token re-checked under <lock>.reclaim before the lock is\n"
-    "renamed to a tombstone. With --force also malformed locks, locks proven dead only by\n"
-    "the clock, leftover candidates and tombstones, and old reclaim guards. Never a lock\n"
-    "whose owner is alive. Targets: the current directory's repository lock by default,\n"
+    "Removes Apnea locks whose owner is certainly dead, with Apnea's guarded protocol: under\n"
+    "<lock>.reclaim the entry is gathered, judged and decided again before the lock is\n"
+    "renamed to a tombstone. --force adds two trusts (the wall clock; no hidden process\n"
+    "shares the temp directory) and ownerless debris and old guards. Never, with any flag,\n"
+    "an entry whose owner record names a pid that is not proven dead. Targets: the current directory's repository lock by default,\n"
     "--repo, --home, lock entry paths, or --all (with each lock's guard, candidates and\n"
     "tombstones).\n\n"
     "Exit status: 0 every requested target is clean, 1 something was refused or changed\n"
@@ -63,7 +65,8 @@ po::options_description describe(ReclaimOptions& o) {
        "the global setup lock of the account whose home is PATH")
       ("all", po::bool_switch(&o.all), "every entry of the lock area that needs attention")
       ("force", po::bool_switch(&o.force),
-       "also malformed locks, clock-only proofs, debris and leftover reclaim guards")
+       "also trust the wall clock and that no hidden process shares the temp directory, and "
+       "remove ownerless debris and old reclaim guards; never an entry naming a live pid")
       ("dry-run", po::bool_switch(&o.dry_run), "print what would be removed and why; change nothing")
       ("yes,y", po::bool_switch(&o.yes), "do not ask for confirmation")
       ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
@@ -78,12 +81,13 @@ po::options_description describe(ReclaimOptions& o) {
   return options;
 }
 
-/// One entry reclaim looks at, with its verdict and plan.
+/// One entry reclaim looks at: its facts, verdict and decision from the survey, and what
+/// carrying the decision out gave.
 struct Target {
   EntryFacts facts;
   Verdict verdict;
+  Decision decision;
   std::optional<EntryLabel> label;
-  RepairStep plan;
   RepairResult result;
 };
 
@@ -97,8 +101,16 @@ int order_of(EntryRole role) {
   }
 }
 
-bool acts(const RepairStep& plan) {
-  return plan.action != RepairAction::skip && plan.action != RepairAction::refuse;
+bool acts(const Decision& decision) { return decision.action == PlanAction::remove; }
+
+/// The decision as reclaim's JSON has always named it.
+std::string_view action_text(const Decision& decision) {
+  switch (decision.action) {
+    case PlanAction::remove: return removal_name(decision.removal);
+    case PlanAction::refuse: return "refuse";
+    case PlanAction::keep: break;
+  }
+  return "skip";
 }
 
 std::string describe_target(const Target& t) {
@@ -123,26 +135,40 @@ std::string resource_of(const Target& t) {
   return t.label->path;
 }
 
+std::string trusts_text(const Decision& decision) {
+  if (decision.trusts.empty()) return {};
+  return fmt::format("; --force trusts: {}", fmt::join(decision.trusts, "; "));
+}
+
+/// Prints a line with everything from outside escaped.
+template <class... Args>
+void say(fmt::format_string<Args...> format, Args&&... args) {
+  fmt::print("{}\n", printable(fmt::format(format, std::forward<Args>(args)...)));
+}
+
 void print_plan_line(const Target& t, bool dry_run) {
   const std::string owner = owner_text(t.facts);
-  if (acts(t.plan)) {
-    fmt::print("{} {} {} ({}; proof or reason: {}{}{})\n", dry_run ? "would" : "will",
-               action_name(t.plan.action), t.facts.path, describe_target(t), t.plan.why,
-               owner.empty() ? "" : "; ", owner);
-  } else {
-    fmt::print("{} {}: {}\n", t.plan.action == RepairAction::refuse ? "refuse" : "skip",
-               t.facts.path, t.plan.why);
+  switch (t.decision.action) {
+    case PlanAction::remove:
+      say("{} {} {} ({}; proof: {}{}{}{})", dry_run ? "would" : "will", removal_name(t.decision.removal),
+          t.facts.path, describe_target(t), t.decision.why, trusts_text(t.decision),
+          owner.empty() ? "" : "; ", owner);
+      break;
+    case PlanAction::refuse:
+      say("{} {}: {}", dry_run ? "would refuse" : "refuse", t.facts.path, t.decision.why);
+      if (!t.decision.next_step.empty()) say("  next step: {}", t.decision.next_step);
+      break;
+    case PlanAction::keep: say("skip {}: {}", t.facts.path, t.decision.why); break;
   }
 }
 
 void print_result_line(const Target& t, bool keep_tombstone) {
   if (t.result.outcome == RepairOutcome::removed) {
-    fmt::print("removed {} ({})\n", t.facts.path, describe_target(t));
-    if (keep_tombstone && !t.result.tombstone.empty())
-      fmt::print("  kept as {}\n", t.result.tombstone);
+    say("removed {} ({})", t.facts.path, describe_target(t));
+    if (keep_tombstone && !t.result.tombstone.empty()) say("  kept as {}", t.result.tombstone);
     return;
   }
-  fmt::print("{} {}: {}\n", outcome_name(t.result.outcome), t.facts.path, t.result.detail);
+  say("{} {}: {}", outcome_name(t.result.outcome), t.facts.path, t.result.detail);
 }
 
 void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std::vector<Target>& targets,
@@ -166,7 +192,11 @@ void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std:
         .optional_string(t.verdict.apnea_verdict
                              ? std::optional(std::string(apnea_verdict_name(*t.verdict.apnea_verdict)))
                              : std::nullopt);
-    json.key("proof").string(proof_name(t.verdict.proof));
+    json.key("proof").string(proof_class_name(t.verdict.proof_class));
+    json.key("proof_name")
+        .optional_string(t.verdict.proof != DeathProof::none
+                             ? std::optional(std::string(proof_name(t.verdict.proof)))
+                             : std::nullopt);
     json.key("certain").boolean(t.verdict.certain);
     json.key("owner");
     if (t.facts.owner && t.facts.owner->owner) {
@@ -183,9 +213,14 @@ void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std:
     json.key("owner_bytes").optional_string(t.facts.owner && t.facts.owner->bytes
                                                 ? std::optional(escape_bytes(*t.facts.owner->bytes))
                                                 : std::nullopt);
-    json.key("action").string(action_name(t.plan.action));
-    json.key("why").string(t.plan.why);
-    json.key("outcome").string(o.dry_run && acts(t.plan) ? "would-remove" : outcome_name(t.result.outcome));
+    json.key("action").string(action_text(t.decision));
+    json.key("why").string(t.decision.why);
+    json.key("next_step").optional_string(t.decision.next_step.empty() ? std::nullopt
+                                                                        : std::optional(t.decision.next_step));
+    json.key("trusts").begin_array();
+    for (const std::string& trust : t.decision.trusts) json.string(trust);
+    json.end_array();
+    json.key("outcome").string(o.dry_run && acts(t.decision) ? "would-remove" : outcome_name(t.result.outcome));
     json.key("detail").string(t.result.detail);
     json.key("tombstone").optional_string(t.result.tombstone.empty() ? std::nullopt
                                                                      : std::optional(t.result.tombstone));
@@ -296,53 +331,42 @@ int reclaim_command(const std::vector<std::string>& args) {
     return exit_unsafe;
   }
 
+  auto settings = judging_policy(system, area, o.timing, o.force);
+  if (!settings) return usage_error(settings.error());
   RepairPolicy policy;
-  policy.force = o.force;
+  policy.settings = *settings;
   policy.keep_tombstone = o.keep_tombstone;
-  policy.classify.now_ns = system.now_ns();
-  policy.classify.area_uid = system.uid();
-  policy.classify.reuse_tolerance_ns = o.timing.tolerance_ns;
-  policy.classify.guard_threshold_ns = o.timing.guard_age_ns;
-  if (area.explicit_directory) policy.classify.lock_dir_option = area.directory;
-  policy.classify.host = gather_host(system, area.directory);
 
   std::vector<Target> targets;
-  std::set<std::string> seen_locks;
-  auto consider = [&](const EntryFacts& facts) {
+  auto consider = [&](const JudgedEntry& entry) {
+    const EntryFacts& facts = entry.facts;
     const std::string lock = facts.parsed.lock_name();
     const bool wanted = o.all ? facts.parsed.role != EntryRole::unknown
                               : lock_names.count(lock) != 0 || entry_names.count(facts.name) != 0;
     if (!wanted) return;
-    if (facts.parsed.role == EntryRole::lock) seen_locks.insert(facts.name);
-    const EntryLabel* label = labels.find(lock);
-    Target t{facts, classify(facts, policy.classify, label),
-             label ? std::optional(*label) : std::nullopt, {}, {}};
-    // --all asks for what needs attention (and what Apnea would reclaim by itself): a live
-    // owner or work in flight was not asked for.
-    if (o.all && t.verdict.state != EntryState::stale && t.verdict.state != EntryState::malformed &&
-        t.verdict.state != EntryState::debris && t.verdict.state != EntryState::leftover)
-      return;
-    t.plan = plan_repair(t.facts, t.verdict, o.force);
-    targets.push_back(std::move(t));
+    // --all asks for what needs attention: a live owner or work in flight was not asked for.
+    if (o.all && !entry.verdict.needs_attention && !acts(entry.decision)) return;
+    targets.push_back(Target{facts, entry.verdict, entry.decision,
+                             entry.label ? std::optional(*entry.label) : std::nullopt, {}});
   };
+  std::set<std::string> expected = lock_names;
   if (check.safe()) {
-    auto scanned = scan_area(system, area.directory, policy.classify.area_uid, [&](const EntryFacts& facts) {
-      consider(facts);
-      return true;
-    });
+    auto scanned = survey_area(system, area.directory, *settings, labels, expected, consider);
     if (!scanned) {
       print_error(command_name, fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
                                             errno_text(scanned.error())));
       return exit_unsafe;
     }
-  }
-  for (const std::string& name : lock_names) {  // asked for, but there is no such lock
-    if (seen_locks.count(name) != 0) continue;
-    EntryFacts facts;
-    facts.name = name;
-    facts.path = entry_path(area.directory, name);
-    facts.parsed = parse_entry_name(name);
-    consider(facts);
+  } else {
+    for (const std::string& name : expected) {  // no area yet: every asked-for lock is absent
+      EntryFacts facts;
+      facts.name = name;
+      facts.path = entry_path(area.directory, name);
+      facts.parsed = parse_entry_name(name);
+      const EntryLabel* label = labels.find(name);
+      auto [verdict, decision] = judge_entry(facts, *settings, label);
+      consider(JudgedEntry{facts, verdict, decision, label});
+    }
   }
   std::sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) {
     return std::pair(order_of(a.facts.parsed.role), a.facts.name) <
@@ -350,7 +374,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   });
 
   const std::size_t removals =
-      static_cast<std::size_t>(std::count_if(targets.begin(), targets.end(), [](const Target& t) { return acts(t.plan); }));
+      static_cast<std::size_t>(std::count_if(targets.begin(), targets.end(), [](const Target& t) { return acts(t.decision); }));
   if (!o.json)
     for (const Target& t : targets) print_plan_line(t, o.dry_run);
 
@@ -373,27 +397,27 @@ int reclaim_command(const std::vector<std::string>& args) {
   std::map<std::string, int> counts;
   bool refused = false;
   for (Target& t : targets) {
-    if (!acts(t.plan) || !proceed) {
-      t.result.outcome = t.plan.action == RepairAction::refuse ? RepairOutcome::refused : RepairOutcome::skipped;
-      t.result.detail = t.plan.why;
+    if (!acts(t.decision) || !proceed) {
+      t.result.outcome = t.decision.action == PlanAction::refuse ? RepairOutcome::refused : RepairOutcome::skipped;
+      t.result.detail = t.decision.why;
     } else {
       policy.resource = resource_of(t);
       // The ticket's record of what is removed, printed before it is.
       if (!o.json && t.facts.parsed.role == EntryRole::lock)
-        fmt::print("reclaiming {}: {}{}proof {}\n", t.facts.path, owner_text(t.facts),
-                   owner_text(t.facts).empty() ? "" : "; ", t.plan.why);
+        say("reclaiming {}: {}{}proof {}{}", t.facts.path, owner_text(t.facts),
+            owner_text(t.facts).empty() ? "" : "; ", t.decision.why, trusts_text(t.decision));
       std::fflush(stdout);
-      t.result = execute_repair(system, t.facts, t.plan, policy);
+      t.result = execute_repair(system, t.facts, t.decision, policy);
       if (!o.json) print_result_line(t, o.keep_tombstone);
     }
     const RepairOutcome outcome = t.result.outcome;
     if (outcome == RepairOutcome::refused || outcome == RepairOutcome::changed ||
         outcome == RepairOutcome::guard_held || outcome == RepairOutcome::failed)
       refused = true;
-    ++counts[o.dry_run && acts(t.plan) ? "would_remove" : std::string(outcome_name(t.result.outcome))];
+    ++counts[o.dry_run && acts(t.decision) ? "would_remove" : std::string(outcome_name(t.result.outcome))];
   }
   if (o.json) write_json(area.directory, o, targets, counts);
-  else if (targets.empty()) fmt::print("nothing to reclaim in {}\n", area.directory);
+  else if (targets.empty()) say("nothing to reclaim in {}", area.directory);
   return refused ? exit_attention : exit_ok;
 }
 

@@ -31,7 +31,9 @@
 #include "apnea_locks/lock.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/owner.h"
+#include "apnea_locks/survey.h"
 #include "cli/commands.h"
+#include "cli/render.h"
 #include "cli/common.h"
 
 namespace apnea_locks::cli {
@@ -175,21 +177,6 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   return options;
 }
 
-/// Quotes a word for a shell only when it needs it.
-std::string shell_word(std::string_view word) {
-  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:@%+=,-", c) != nullptr;
-  });
-  if (plain) return std::string(word);
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
 
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
@@ -219,7 +206,7 @@ class Output {
   }
   /// One line for a human (only without --json).
   void say(std::string_view line) const {
-    if (!json_) write_line(fmt::format("apnea-locks run: {}\n", line));
+    if (!json_) write_line(fmt::format("apnea-locks run: {}\n", printable(line)));
   }
 
  private:
@@ -308,23 +295,30 @@ class SignalControl {
   struct sigaction saved_child_ {};
 };
 
-/// The fix Apnea's message asks a human for, as an apnea-locks command, spelled as
-/// `status` spells its fixes: `apnea-locks reclaim [--force] [--lock-dir DIR] TARGET`.
-std::string fix_command(const RunOptions& options, const LockTarget& target,
-                        const LockError& error) {
-  // A malformed lock has no owner to prove dead, and a leftover reclaim guard is removed
-  // only by force.
-  const bool malformed = error.is(LockedReason::malformed);
-  std::string command = "apnea-locks reclaim";
-  if (malformed || error.guarded) command += " --force";
-  if (options.lock_dir) command += " --lock-dir " + shell_word(*options.lock_dir);
-  if (malformed) return command + " " + shell_word(target.lock_path);
+/// The fix Apnea's message asks a human for, from the same survey and policy `status` uses:
+/// the lock entry gathered and judged now, with status's default timing. Its fix command
+/// (empty when nothing may remove it) and the policy's reason and next step.
+struct RunFix {
+  std::string command;
+  std::string why;
+  std::string next_step;
+};
+
+RunFix fix_for(const RunOptions& options, const LockTarget& target) {
+  System& system = real_system();
+  const std::string directory = node_dirname(target.lock_path);
+  const std::string name = target.lock_path.substr(target.lock_path.rfind('/') + 1);
+  SurveySettings settings =
+      survey_settings(system, directory, default_reuse_tolerance_ns, default_guard_age_ns, false);
+  if (options.lock_dir) settings.fix.lock_dir = *options.lock_dir;
+  const EntryFacts facts = survey_entry(system, directory, name, settings);
+  if (facts.guard) settings.judge.paused = system.paused_processes();
+  EntryLabel label{target.kind, target.resource};
   const std::string_view prefix = "global setup at ";
-  std::string_view resource = target.resource;
-  if (target.kind == LockKind::global_setup && resource.starts_with(prefix))
-    resource.remove_prefix(prefix.size());
-  command += target.kind == LockKind::global_setup ? " --home " : " --repo ";
-  return command + shell_word(resource);
+  if (target.kind == LockKind::global_setup && label.path.starts_with(prefix))
+    label.path.erase(0, prefix.size());
+  auto [verdict, decision] = judge_entry(facts, settings, &label);
+  return RunFix{verdict.fix, decision.why, decision.next_step};
 }
 
 json::object error_event(const LockError& error, int status) {
@@ -361,12 +355,16 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
       out.say("use --wait DURATION to wait for it");
     return exit_locked;
   }
-  const std::string fix = target != nullptr ? fix_command(options, *target, error) : std::string();
+  const RunFix fix = target != nullptr ? fix_for(options, *target) : RunFix{};
   json::object event = error_event(error, exit_stale);
-  event["fix"] = fix;
+  event["fix"] = fix.command.empty() ? json::value(nullptr) : json::value(fix.command);
+  event["why"] = fix.why;
+  event["next_step"] = fix.next_step;
   out.event(std::move(event));
   out.say(error.message);
-  out.say(fmt::format("to fix it: {}", fix));
+  if (!fix.command.empty()) out.say(fmt::format("to fix it: {}", fix.command));
+  else if (!fix.why.empty()) out.say(fmt::format("apnea-locks will not remove it: {}", fix.why));
+  if (fix.command.empty() && !fix.next_step.empty()) out.say(fmt::format("next step: {}", fix.next_step));
   return exit_stale;
 }
 

@@ -78,7 +78,8 @@ struct Filter {
 /// Sort rank of a state in the table: what needs a human first.
 int state_rank(EntryState state) {
   switch (state) {
-    case EntryState::malformed: return 0;
+    case EntryState::malformed:
+    case EntryState::live_malformed: return 0;
     case EntryState::stale: return 1;
     case EntryState::leftover: return 2;
     case EntryState::debris: return 3;

@@ -7,6 +7,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
 #include "apnea_locks/scan.h"
+#include "apnea_locks/survey.h"
 #include "cli/render.h"
 
 namespace apnea_locks::cli {
@@ -69,46 +70,31 @@ void add_timing_options(po::options_description& options, TimingOptions& timing,
        guard_age_help.c_str());
 }
 
-std::expected<ClassifyPolicy, std::string> judging_policy(System& system, const LockArea& area,
-                                                          const TimingOptions& timing) {
-  ClassifyPolicy policy;
-  policy.now_ns = system.now_ns();
-  policy.area_uid = system.uid();
-  policy.reuse_tolerance_ns = timing.tolerance_ns;
-  policy.guard_threshold_ns = timing.guard_age_ns;
-  if (area.explicit_directory) policy.lock_dir_option = area.directory;
-  policy.host = gather_host(system, area.directory);
-  return policy;
+std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
+                                                          const TimingOptions& timing, bool force) {
+  SurveySettings settings = survey_settings(system, area.directory, timing.tolerance_ns,
+                                            timing.guard_age_ns, force);
+  if (area.explicit_directory) {
+    settings.judge.lock_dir_option = area.directory;
+    settings.fix.lock_dir = area.directory;
+  }
+  if (timing.guard_age_ns != default_guard_age_ns)
+    settings.fix.guard_age = duration_text(timing.guard_age_ns);
+  if (timing.tolerance_ns != default_tolerance_ns)
+    settings.fix.tolerance = duration_text(timing.tolerance_ns);
+  return settings;
 }
-
-namespace {
-void judge(const EntryFacts& facts, const ClassifyPolicy& policy, const LabelIndex& labels,
-           const std::function<void(const EntryView&)>& visit) {
-  const EntryLabel* label =
-      facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
-  const Verdict verdict = classify(facts, policy, label);
-  visit(EntryView{facts, verdict, label});
-}
-}  // namespace
 
 SysResult<std::size_t> judge_area(System& system, const std::string& area,
-                                  const ClassifyPolicy& policy, const LabelIndex& labels,
+                                  const SurveySettings& settings, const LabelIndex& labels,
                                   const std::set<std::string>& expected_locks,
                                   const std::function<void(const EntryView&)>& visit) {
-  std::size_t scanned = 0;
-  std::set<std::string> absent = expected_locks;
-  auto listed = scan_area(system, area, policy.area_uid, [&](const EntryFacts& facts) {
-    ++scanned;
-    if (facts.parsed.role == EntryRole::lock) absent.erase(facts.name);
-    judge(facts, policy, labels, visit);
-    return true;
+  return survey_area(system, area, settings, labels, expected_locks, [&](const JudgedEntry& entry) {
+    visit(EntryView{entry.facts, entry.verdict, entry.label, &entry.decision});
   });
-  if (!listed) return std::unexpected(listed.error());
-  judge_absent_locks(area, policy, labels, absent, visit);
-  return scanned;
 }
 
-void judge_absent_locks(const std::string& area, const ClassifyPolicy& policy,
+void judge_absent_locks(const std::string& area, const SurveySettings& settings,
                         const LabelIndex& labels, const std::set<std::string>& names,
                         const std::function<void(const EntryView&)>& visit) {
   for (const std::string& name : names) {
@@ -116,7 +102,9 @@ void judge_absent_locks(const std::string& area, const ClassifyPolicy& policy,
     facts.name = name;
     facts.path = entry_path(area, name);
     facts.parsed = parse_entry_name(name);
-    judge(facts, policy, labels, visit);
+    const EntryLabel* label = labels.find(facts.parsed.lock_name());
+    auto [verdict, decision] = judge_entry(facts, settings, label);
+    visit(EntryView{facts, verdict, label, &decision});
   }
 }
 

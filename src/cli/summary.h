@@ -16,6 +16,7 @@
 
 #include "apnea_locks/classify.h"
 #include "apnea_locks/labels.h"
+#include "apnea_locks/survey.h"
 #include "apnea_locks/system.h"
 #include "cli/common.h"
 #include "cli/entry_report.h"
@@ -58,23 +59,25 @@ struct TimingOptions {
 void add_timing_options(po::options_description& options, TimingOptions& timing,
                         const char* guard_help = nullptr);
 
-/// The classify policy for a pass over `area` now. (The timing options were checked when
-/// they were parsed: this does not fail today.)
-std::expected<ClassifyPolicy, std::string> judging_policy(System& system, const LockArea& area,
-                                                          const TimingOptions& timing);
+/// The survey settings for a pass over `area` now (host facts read once), deciding for
+/// `reclaim` with `force`. (The timing options were checked when they were parsed: this does
+/// not fail today.)
+std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
+                                                          const TimingOptions& timing,
+                                                          bool force = false);
 
 /// Lists `area` with scan_area and calls `visit` with each entry judged by classify (with
 /// its label); then, for each name of `expected_locks` that was not listed, with that lock
 /// judged as absent (`free`). Returns the number of entries listed, or the listing error
 /// (then no absent lock is visited).
 SysResult<std::size_t> judge_area(System& system, const std::string& area,
-                                  const ClassifyPolicy& policy, const LabelIndex& labels,
+                                  const SurveySettings& settings, const LabelIndex& labels,
                                   const std::set<std::string>& expected_locks,
                                   const std::function<void(const EntryView&)>& visit);
 
 /// Calls `visit` with each lock of `names` (entry names in `area`) judged as absent
 /// (`free`), as when the area does not exist yet.
-void judge_absent_locks(const std::string& area, const ClassifyPolicy& policy,
+void judge_absent_locks(const std::string& area, const SurveySettings& settings,
                         const LabelIndex& labels, const std::set<std::string>& names,
                         const std::function<void(const EntryView&)>& visit);
 

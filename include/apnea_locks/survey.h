@@ -1,0 +1,61 @@
+// The survey: one pass over a lock area gathering every entry's facts (each pid probed
+// once, the host facts and the namespace view read once), each judged by classify and
+// decided by the one policy. status, inspect, check, reclaim and run all take their
+// verdicts, decisions and fix commands from here.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "apnea_locks/classify.h"
+#include "apnea_locks/labels.h"
+#include "apnea_locks/policy.h"
+#include "apnea_locks/scan.h"
+#include "apnea_locks/system.h"
+
+namespace apnea_locks {
+
+/// Everything a survey judges and decides with.
+struct SurveySettings {
+  ClassifyPolicy judge;  ///< now, area uid, tolerance, guard age, host facts
+  RemovalFlags flags;    ///< the flags the decisions are for (reclaim's; status: none)
+  FixContext fix;        ///< what the fix command repeats
+};
+
+/// One entry, judged and decided.
+struct JudgedEntry {
+  const EntryFacts& facts;
+  const Verdict& verdict;
+  const Decision& decision;
+  const EntryLabel* label;  ///< may be null
+};
+
+/// The settings for a survey of `directory` now: the host facts read once, --guard-age and
+/// --tolerance (nanoseconds; their texts, when given, repeated by fix commands).
+SurveySettings survey_settings(System& system, const std::string& directory,
+                               std::int64_t tolerance_ns, std::int64_t guard_age_ns,
+                               bool force);
+
+/// Judges and decides one entry (classify, then decide and fix_argv): the verdict with its
+/// `fix` filled, and the decision under `settings.flags`. Pure.
+std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySettings& settings,
+                                         const EntryLabel* label);
+
+/// Surveys `directory`: every entry (one directory pass) gathered, re-confirmed when it
+/// looks stale (same device, inode and token after the probe), judged and decided, and
+/// passed to `visit` with its label; then each name of `expected_locks` that was not listed,
+/// judged as absent. Returns the number of entries listed, or the listing error.
+SysResult<std::size_t> survey_area(System& system, const std::string& directory,
+                                   const SurveySettings& settings, const LabelIndex& labels,
+                                   const std::set<std::string>& expected_locks,
+                                   const std::function<void(const JudgedEntry&)>& visit);
+
+/// Gathers, judges and decides the single entry `name` of `directory` (inspect, run, and
+/// reclaim's re-validation), probing afresh.
+EntryFacts survey_entry(System& system, const std::string& directory, const std::string& name,
+                        const SurveySettings& settings);
+
+}  // namespace apnea_locks

@@ -1,0 +1,302 @@
+#include "apnea_locks/policy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace apnea_locks {
+
+std::string_view plan_action_name(PlanAction action) {
+  switch (action) {
+    case PlanAction::keep: return "keep";
+    case PlanAction::remove: return "remove";
+    case PlanAction::refuse: return "refuse";
+  }
+  return "keep";
+}
+
+std::string_view removal_name(RemovalKind kind) {
+  switch (kind) {
+    case RemovalKind::none: return "none";
+    case RemovalKind::lock_owner: return "reclaim";
+    case RemovalKind::lock_malformed: return "reclaim-malformed";
+    case RemovalKind::debris: return "remove-debris";
+    case RemovalKind::guard: return "remove-guard";
+  }
+  return "none";
+}
+
+namespace {
+
+constexpr std::string_view trust_clock = "the wall clock";
+constexpr std::string_view trust_visibility = "no process hidden from apnea-locks shares this temp directory";
+constexpr std::string_view trust_malformed = "a malformed owner record names its writer's pids";
+constexpr std::string_view trust_ownerless = "an ownerless entry older than --guard-age is abandoned";
+
+Decision keep(std::string why) { return Decision{PlanAction::keep, RemovalKind::none, std::move(why), {}, {}}; }
+
+Decision refuse(std::string why, std::string next_step) {
+  return Decision{PlanAction::refuse, RemovalKind::none, std::move(why), std::move(next_step), {}};
+}
+
+Decision remove(RemovalKind kind, std::string why, std::vector<std::string> trusts = {}) {
+  return Decision{PlanAction::remove, kind, std::move(why), {}, std::move(trusts)};
+}
+
+std::string seconds_text(std::int64_t ns) { return fmt::format("{}s", ns / 1'000'000'000); }
+
+/// "pid 42 (node apnea, uid 1000, started ...)" for a carrier that may be the writer.
+std::string carrier_text(const ProcessInfo& info) {
+  std::string text = fmt::format("pid {}", info.pid);
+  if (info.nspid.size() > 1) {
+    text += " (NSpid";
+    for (std::int64_t n : info.nspid) text += fmt::format(" {}", n);
+    text += ")";
+  }
+  if (info.uids_known) text += fmt::format(" uid {}", info.uids[0]);
+  if (!info.command.empty()) text += fmt::format(" '{}'", info.command);
+  return text;
+}
+
+/// What blocks an entry whose named pids are not all proven dead.
+std::string alive_blocker(const Verdict& verdict) {
+  if (verdict.death.blocker) return fmt::format("{} may be its writer and is alive", carrier_text(*verdict.death.blocker));
+  return fmt::format("its owner pid {} is not proven dead ({})", verdict.blocking_pid, verdict.reason);
+}
+
+std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
+  if (verdict.death.blocker)
+    return fmt::format("if pid {} is a stuck Apnea, stop it (kill {}), then run reclaim again; "
+                       "otherwise the lock is in use",
+                       verdict.death.blocker->pid, verdict.death.blocker->pid);
+  return fmt::format("make sure no process with pid {} writes {}, then run reclaim again",
+                     verdict.blocking_pid, facts.path);
+}
+
+std::string remote_step(const EntryFacts& facts) {
+  return fmt::format("on every machine sharing this directory, check that no Apnea process "
+                     "holds it (apnea-locks status there), then remove it by hand: rm -r -- {}",
+                     shell_word(facts.path));
+}
+
+std::string unreadable_step(const EntryFacts& facts) {
+  return fmt::format("read {}/owner.json by hand (as root if need be); if no pid it names is "
+                     "alive, remove it: rm -r -- {}",
+                     facts.path, shell_word(facts.path));
+}
+
+/// The trusts a --force removal on `verdict`'s proof rests on.
+std::vector<std::string> trusts_of(const Verdict& verdict) {
+  std::vector<std::string> trusts;
+  if (verdict.death.uses_clock) trusts.emplace_back(trust_clock);
+  if (verdict.death.uses_visibility) trusts.emplace_back(trust_visibility);
+  return trusts;
+}
+
+/// The decision for an entry whose record names pids, all of them proven dead (certain or
+/// evidence), removed as `kind`.
+Decision proven_dead(const Verdict& verdict, const RemovalFlags& flags, RemovalKind kind,
+                     bool force_only) {
+  if (verdict.proof_class == ProofClass::certain && !force_only)
+    return remove(kind, fmt::format("{} (certain)", verdict.reason));
+  if (flags.force) {
+    auto trusts = trusts_of(verdict);
+    if (force_only) trusts.emplace_back(trust_malformed);
+    return remove(kind, fmt::format("{} ({})", verdict.reason, proof_class_name(verdict.proof_class)),
+                  std::move(trusts));
+  }
+  std::string why = force_only
+      ? fmt::format("its owner record is malformed ({}); every pid it names is dead ({})",
+                    verdict.failed_check, verdict.reason)
+      : fmt::format("its owner is dead by {} evidence only ({}: trusting {})",
+                    proof_class_name(verdict.proof_class), verdict.reason,
+                    fmt::join(trusts_of(verdict), " and "));
+  return refuse(std::move(why), "needs --force");
+}
+
+/// Ownerless (pid-less) entries: only --force, and only when older than --guard-age by ctime.
+Decision ownerless(const EntryFacts& facts, const RemovalFlags& flags, std::int64_t now_ns,
+                   RemovalKind kind, std::string_view what) {
+  const std::int64_t changed = facts.stat ? facts.stat->ctime_ns : now_ns;
+  const std::int64_t age = now_ns - changed;
+  const bool young = age < flags.guard_age_ns;
+  // A candidate or tombstone that young may be being written or removed right now; a lock
+  // is published whole, so it is malformed at any age, but only old enough to be removed.
+  if (young && kind == RemovalKind::debris)
+    return keep(fmt::format("{} names no pid and changed {} ago: it may be being written; "
+                            "it is abandoned after --guard-age {}",
+                            what, seconds_text(std::max<std::int64_t>(age, 0)),
+                            seconds_text(flags.guard_age_ns)));
+  if (!flags.force || young)
+    return refuse(fmt::format("{} names no pid (no writer to prove dead) and changed {} ago", what,
+                              seconds_text(std::max<std::int64_t>(age, 0))),
+                  fmt::format("reclaim --force removes it once it is older than --guard-age {}",
+                              seconds_text(flags.guard_age_ns)));
+  return remove(kind, fmt::format("{} names no pid, unchanged for {}", what, seconds_text(age)),
+                {std::string(trust_ownerless)});
+}
+
+Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags) {
+  if (verdict.state == EntryState::free) return keep("it is gone");
+  const std::int64_t age = verdict.age_ns.value_or(0);
+  if (age < flags.guard_age_ns)
+    return keep(fmt::format("a reclamation is in progress (guard {} old)", seconds_text(age)));
+  if (verdict.guard_blocker)
+    return refuse(fmt::format("{} is paused (stopped, traced or frozen) and may hold this guard "
+                              "between its token check and its rename",
+                              carrier_text(*verdict.guard_blocker)),
+                  fmt::format("resume or stop pid {} (kill -CONT {} or kill {}), then run again",
+                              verdict.guard_blocker->pid, verdict.guard_blocker->pid,
+                              verdict.guard_blocker->pid));
+  if (!verdict.guard_checked)
+    return refuse("the process table could not be read to rule out a paused guard holder",
+                  fmt::format("check that no Apnea process is stopped, then rmdir -- {}",
+                              shell_word(facts.path)));
+  if (!flags.force)
+    return refuse(fmt::format("a reclaim guard left for {}: its holder crashed", seconds_text(age)),
+                  "needs --force");
+  return remove(RemovalKind::guard,
+                fmt::format("reclaim guard unchanged for {} and no paused process could hold it",
+                            seconds_text(age)),
+                {std::string(trust_ownerless)});
+}
+
+/// A lock's guard, as it blocks the lock: nothing when the lock may go on.
+std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& verdict,
+                                     const RemovalFlags& flags) {
+  if (!facts.guard) return std::nullopt;
+  const std::int64_t age = verdict.guard_age_ns.value_or(0);
+  if (age < flags.guard_age_ns)
+    return refuse(fmt::format("another reclamation holds its guard {}.reclaim ({} old)", facts.path,
+                              seconds_text(std::max<std::int64_t>(age, 0))),
+                  "run again when it is done");
+  EntryFacts guard;
+  guard.name = facts.name + ".reclaim";
+  guard.path = facts.path + ".reclaim";
+  guard.stat = facts.guard;
+  Verdict guard_verdict;
+  guard_verdict.role = EntryRole::reclaim_guard;
+  guard_verdict.state = EntryState::leftover;
+  guard_verdict.age_ns = age;
+  guard_verdict.guard_blocker = verdict.guard_blocker;
+  guard_verdict.guard_checked = verdict.guard_checked;
+  Decision decision = decide_guard(guard, guard_verdict, flags);
+  if (decision.action == PlanAction::remove) return std::nullopt;
+  decision.why = fmt::format("its reclaim guard is left over: {}", decision.why);
+  return decision;
+}
+
+Decision decide_lock(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags,
+                     std::int64_t now_ns) {
+  switch (verdict.state) {
+    case EntryState::free: return keep("there is no lock");
+    case EntryState::in_flight:
+      return refuse("it kept changing while it was inspected", "run again");
+    case EntryState::live: return refuse(alive_blocker(verdict), stop_step(verdict, facts));
+    case EntryState::live_malformed:
+      return refuse(fmt::format("its owner record is malformed ({}) and {}", verdict.failed_check,
+                                alive_blocker(verdict)),
+                    stop_step(verdict, facts));
+    default: break;
+  }
+  if (verdict.death.remote_filesystem)
+    return refuse(fmt::format("the lock area is on a {} filesystem: a writer on another machine "
+                              "cannot be probed",
+                              verdict.filesystem),
+                  remote_step(facts));
+  if (verdict.pids_unknown)
+    return refuse(fmt::format("its owner record cannot be read ({}): it may name a live pid",
+                              verdict.failed_check),
+                  unreadable_step(facts));
+  if (auto blocked = guard_blocks(facts, verdict, flags)) return *blocked;
+  if (verdict.state == EntryState::stale)
+    return proven_dead(verdict, flags, RemovalKind::lock_owner, false);
+  if (verdict.state == EntryState::malformed) {
+    if (verdict.pidless)
+      return ownerless(facts, flags, now_ns, RemovalKind::lock_malformed,
+                       fmt::format("its malformed owner record ({})", verdict.failed_check));
+    return proven_dead(verdict, flags, RemovalKind::lock_malformed, true);
+  }
+  return keep(verdict.reason);
+}
+
+Decision decide_transient(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags,
+                          std::int64_t now_ns) {
+  const std::string what(role_name(verdict.role));
+  if (verdict.state == EntryState::free) return keep("it is gone");
+  if (verdict.state == EntryState::live || verdict.state == EntryState::live_malformed ||
+      (verdict.state == EntryState::in_flight && !verdict.pidless && !verdict.pids_unknown))
+    return keep(fmt::format("in flight: {}", alive_blocker(verdict)));
+  if (verdict.death.remote_filesystem)
+    return refuse(fmt::format("the lock area is on a {} filesystem: a writer on another machine "
+                              "cannot be probed",
+                              verdict.filesystem),
+                  remote_step(facts));
+  if (verdict.pids_unknown)
+    return refuse(fmt::format("its owner record cannot be read ({}): it may name a live pid",
+                              verdict.failed_check),
+                  unreadable_step(facts));
+  if (verdict.role == EntryRole::tombstone && facts.guard) {
+    const std::int64_t age = verdict.guard_age_ns.value_or(0);
+    if (age < flags.guard_age_ns)
+      return keep("a reclamation of its lock is in progress");
+  }
+  if (verdict.pidless) return ownerless(facts, flags, now_ns, RemovalKind::debris, "a " + what + " that");
+  return proven_dead(verdict, flags, RemovalKind::debris, false);
+}
+
+}  // namespace
+
+Decision decide(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags,
+                std::int64_t now_ns) {
+  switch (verdict.role) {
+    case EntryRole::lock: return decide_lock(facts, verdict, flags, now_ns);
+    case EntryRole::candidate:
+    case EntryRole::tombstone: return decide_transient(facts, verdict, flags, now_ns);
+    case EntryRole::reclaim_guard: return decide_guard(facts, verdict, flags);
+    case EntryRole::unknown: break;
+  }
+  return keep("not an Apnea lock entry: left alone");
+}
+
+std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdict,
+                                  const EntryLabel* label, std::int64_t guard_age_ns,
+                                  std::int64_t now_ns, const FixContext& context) {
+  RemovalFlags flags{false, guard_age_ns};
+  if (decide(facts, verdict, flags, now_ns).action != PlanAction::remove) {
+    flags.force = true;
+    if (decide(facts, verdict, flags, now_ns).action != PlanAction::remove) return {};
+  }
+  std::vector<std::string> argv{"apnea-locks", "reclaim"};
+  if (flags.force) argv.emplace_back("--force");
+  if (context.lock_dir) {
+    argv.emplace_back("--lock-dir");
+    argv.push_back(*context.lock_dir);
+  }
+  if (context.guard_age) {
+    argv.emplace_back("--guard-age");
+    argv.push_back(*context.guard_age);
+  }
+  if (context.tolerance) {
+    argv.emplace_back("--tolerance");
+    argv.push_back(*context.tolerance);
+  }
+  if (facts.parsed.role == EntryRole::lock && label != nullptr) {
+    argv.emplace_back(label->kind == LockKind::global_setup ? "--home" : "--repo");
+    argv.push_back(label->path);
+  } else {
+    argv.push_back(facts.path);
+  }
+  return argv;
+}
+
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    out += shell_word(word);
+  }
+  return out;
+}
+
+}  // namespace apnea_locks

@@ -1,0 +1,123 @@
+#include "apnea_locks/survey.h"
+
+#include <utility>
+
+#include "apnea_locks/names.h"
+
+namespace apnea_locks {
+
+namespace {
+
+/// How often an entry that looks dead is gathered again because it changed under the probe.
+constexpr int reconfirm_limit = 5;
+
+/// True when `entry` still is the very object, with the very owner record, that was judged.
+bool unchanged_since(System& system, const EntryFacts& facts, std::uint32_t uid) {
+  if (!facts.owner || !facts.stat) return true;  // nothing read: nothing to re-confirm
+  OwnerRead again = read_owner(system, facts.path, uid);
+  if (!again.lock_stat || !again.lock_stat->same_object(*facts.stat)) return false;
+  if (again.owner.has_value() != facts.owner->owner.has_value()) return false;
+  if (again.owner && again.owner->token != facts.owner->owner->token) return false;
+  return again.bytes == facts.owner->bytes;
+}
+
+/// The settings with the process table read, when a guard may have to be judged.
+void note_paused(System& system, SurveySettings& settings, bool& read) {
+  if (read) return;
+  read = true;
+  settings.judge.paused = system.paused_processes();
+}
+
+bool needs_paused(const EntryFacts& facts, const SurveySettings& settings) {
+  const std::int64_t now = settings.judge.now_ns;
+  if (facts.parsed.role == EntryRole::reclaim_guard && facts.stat)
+    return now - facts.stat->mtime_ns >= settings.flags.guard_age_ns;
+  if (facts.guard) return now - facts.guard->mtime_ns >= settings.flags.guard_age_ns;
+  return false;
+}
+
+}  // namespace
+
+SurveySettings survey_settings(System& system, const std::string& directory,
+                               std::int64_t tolerance_ns, std::int64_t guard_age_ns, bool force) {
+  SurveySettings settings;
+  settings.judge.now_ns = system.now_ns();
+  settings.judge.area_uid = system.uid();
+  settings.judge.reuse_tolerance_ns = tolerance_ns;
+  settings.judge.guard_threshold_ns = guard_age_ns;
+  settings.judge.host = gather_host(system, directory);
+  settings.flags.force = force;
+  settings.flags.guard_age_ns = guard_age_ns;
+  return settings;
+}
+
+std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySettings& settings,
+                                         const EntryLabel* label) {
+  Verdict verdict = classify(facts, settings.judge, label);
+  verdict.fix_argv = fix_argv(facts, verdict, label, settings.flags.guard_age_ns,
+                              settings.judge.now_ns, settings.fix);
+  verdict.fix = shell_command(verdict.fix_argv);
+  verdict.force_required =
+      !verdict.fix_argv.empty() && verdict.fix_argv.size() > 2 && verdict.fix_argv[2] == "--force";
+  Decision decision = decide(facts, verdict, settings.flags, settings.judge.now_ns);
+  return {std::move(verdict), std::move(decision)};
+}
+
+SysResult<std::size_t> survey_area(System& system, const std::string& directory,
+                                   const SurveySettings& given, const LabelIndex& labels,
+                                   const std::set<std::string>& expected_locks,
+                                   const std::function<void(const JudgedEntry&)>& visit) {
+  SurveySettings settings = given;
+  bool paused_read = false;
+  std::size_t listed = 0;
+  std::set<std::string> absent = expected_locks;
+  ProcessCache processes(system, settings.judge.host);
+  auto judged = [&](const EntryFacts& facts) {
+    const EntryLabel* label =
+        facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
+    if (needs_paused(facts, settings)) note_paused(system, settings, paused_read);
+    auto [verdict, decision] = judge_entry(facts, settings, label);
+    visit(JudgedEntry{facts, verdict, decision, label});
+  };
+  auto scanned = system.list_directory(directory, [&](const DirEntry& entry) {
+    ++listed;
+    EntryFacts facts = gather_entry(system, directory, entry.name, settings.judge.area_uid, processes);
+    // A verdict of death is re-confirmed before it is reported: the entry must still be the
+    // same object with the same owner record after the probe, else it changed under us (a
+    // release, then a new owner) and is gathered again, with fresh probes.
+    for (int tries = 0;; ++tries) {
+      if (!facts.stat || facts.kept_changing) break;
+      const Verdict first = classify(facts, settings.judge, nullptr);
+      if (first.proof_class == ProofClass::none && !first.pidless) break;
+      if (unchanged_since(system, facts, settings.judge.area_uid)) break;
+      if (tries == reconfirm_limit) {  // never the same twice: changing, not dead
+        facts.kept_changing = facts.parsed.role == EntryRole::lock;
+        if (!facts.kept_changing) facts.stat.reset();
+        break;
+      }
+      ProcessCache fresh(system, settings.judge.host);
+      facts = gather_entry(system, directory, entry.name, settings.judge.area_uid, fresh);
+    }
+    if (!facts.stat && !facts.kept_changing) return true;  // vanished since the listing
+    if (facts.parsed.role == EntryRole::lock) absent.erase(facts.name);
+    judged(facts);
+    return true;
+  });
+  if (!scanned) return std::unexpected(scanned.error());
+  for (const std::string& name : absent) {
+    EntryFacts facts;
+    facts.name = name;
+    facts.path = entry_path(directory, name);
+    facts.parsed = parse_entry_name(name);
+    judged(facts);
+  }
+  return listed;
+}
+
+EntryFacts survey_entry(System& system, const std::string& directory, const std::string& name,
+                        const SurveySettings& settings) {
+  ProcessCache processes(system, settings.judge.host);
+  return gather_entry(system, directory, name, settings.judge.area_uid, processes);
+}
+
+}  // namespace apnea_locks
