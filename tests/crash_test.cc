@@ -207,8 +207,29 @@ std::vector<std::string> trial(const ScratchArea& area, const std::string& r1, c
     if (!held) problems.push_back("a normal acquire after reclaim failed: " + held.error().message);
     else if (!held->release().value_or(false)) problems.push_back("its release failed");
   }
+  // A candidate or tombstone naming no pid (a crash between creating it and writing its
+  // owner.json, or between unlinking owner.json and rmdir) is removed only once its ctime is
+  // older than --guard-age, which an mtime set back cannot fake: until then it may be in flight
+  // and must be reported so.
+  std::set<std::string> young_pidless;
+  if (!area.listing().empty()) {
+    const Finished status = finish({locks_bin(), "status", "--json", "--lock-dir", area.locks}, {}, 60s);
+    const auto doc = boost::json::parse(status.out).as_object();
+    for (const auto& value : doc.at("entries").as_array()) {
+      const auto& entry = value.as_object();
+      const std::string role(entry.at("role").as_string());
+      const auto& named = entry.at("named_pids");
+      if ((role == "candidate" || role == "tombstone") && entry.at("state").as_string() == "in-flight" &&
+          named.is_array() && named.as_array().empty())
+        young_pidless.insert(std::string(entry.at("name").as_string()));
+    }
+  }
   for (const std::string& name : area.listing()) {
     if (holder != nullptr && area.locks + "/" + name == holder->lock_path) continue;
+    if (young_pidless.count(name) != 0) {
+      ++stats.seen["young pid-less (kept until --guard-age by ctime)"];
+      continue;
+    }
     problems.push_back("left after reclaim and acquire: " + name);
   }
   // Nothing of the live owner was removed, nor replaced.

@@ -63,7 +63,8 @@ TEST_CASE("a dead owner's lock: --dry-run changes nothing, no terminal needs --y
   auto report = parse_object(done.out);
   auto& target = report.at("targets").as_array().at(0).as_object();
   CHECK(target.at("outcome").as_string() == "removed");
-  CHECK(target.at("proof").as_string() == "pid-dead");
+  CHECK(target.at("proof").as_string() == "certain");
+  CHECK(target.at("proof_name").as_string() == "pid-dead");
   CHECK(target.at("owner").at("pid").to_number<double>() == dead);
   CHECK(target.at("owner").at("token").as_string() == test_token);
   CHECK_FALSE(exists(a.lock));
@@ -76,14 +77,17 @@ TEST_CASE("a live owner is refused even with --force --yes, naming the process")
   const auto before = snapshot(a.scratch.root);
   Finished refused = a.reclaim({"--repo", a.scratch.repo, "--force", "--yes"});
   CHECK(refused.status == 1);
-  CHECK(refused.out.find("owner pid " + std::to_string(::getpid()) + " is alive") != std::string::npos);
+  CHECK(refused.out.find("pid " + std::to_string(::getpid())) != std::string::npos);
+  CHECK(refused.out.find("is alive") != std::string::npos);
+  CHECK(refused.out.find("next step: ") != std::string::npos);
   CHECK(refused.out.find("reclaim_cli_test") != std::string::npos);  // its command line
   CHECK(snapshot(a.scratch.root) == before);
 }
 
 TEST_CASE("a malformed lock needs --force; the printed record carries its bytes") {
   Area a;
-  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(1), 0700, 0644);
+  const pid_t dead = dead_pid();
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead), 0700, 0644);
   Finished plain = a.reclaim({"--repo", a.scratch.repo, "--yes"});
   CHECK(plain.status == 1);
   CHECK(plain.out.find("owner-mode-0644") != std::string::npos);
@@ -94,9 +98,28 @@ TEST_CASE("a malformed lock needs --force; the printed record carries its bytes"
   CHECK(target.at("action").as_string() == "reclaim-malformed");
   // Escaped as inspect shows raw bytes: quotes and backslashes escaped, other bytes as \xNN.
   std::string escaped;
-  for (char c : owner_json(1)) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  for (char c : owner_json(dead)) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
   CHECK(target.at("owner_bytes").as_string() == escaped);
   CHECK_FALSE(exists(a.lock));
+}
+
+TEST_CASE("never-live: a malformed lock naming a live pid is refused by every flag") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(::getpid()), 0700, 0644);
+  const auto before = snapshot(a.scratch.root);
+  for (const auto& flags : {std::vector<std::string>{"--yes"}, std::vector<std::string>{"--yes", "--force"},
+                            std::vector<std::string>{"--yes", "--force", "--all"}}) {
+    std::vector<std::string> args = flags;
+    if (std::find(args.begin(), args.end(), "--all") == args.end()) {
+      args.push_back("--repo");
+      args.push_back(a.scratch.repo);
+    }
+    Finished refused = a.reclaim(args);
+    CAPTURE(refused.out);
+    CHECK(refused.status == 1);
+    CHECK(refused.out.find(std::to_string(::getpid())) != std::string::npos);
+    CHECK(snapshot(a.scratch.root) == before);
+  }
 }
 
 TEST_CASE("--all --force cleans every dead entry and leaves live and unknown ones") {
@@ -107,7 +130,7 @@ TEST_CASE("--all --force cleans every dead entry and leaves live and unknown one
   make_entry(a.dir, name + ".candidate.c1", owner_json(dead, "c1"));              // debris
   make_entry(a.dir, name + ".tombstone.t1", owner_json(dead));                    // debris
   const std::string other = fake_lock_name("other");
-  make_entry(a.dir, other, "{not json", 0700, 0600);                              // malformed
+  make_entry(a.dir, other, "{\"pid\":" + std::to_string(dead) + ",\"tok", 0700, 0600);  // malformed
   make_dir(a.dir + "/" + other + ".reclaim");                                     // leftover guard
   age_path(a.dir + "/" + other + ".reclaim", 3600);
   const std::string live = fake_lock_name("live");
@@ -115,8 +138,9 @@ TEST_CASE("--all --force cleans every dead entry and leaves live and unknown one
   write_file(a.dir + "/notes.txt", "mine");                                       // unknown
 
   Finished plain = a.reclaim({"--all", "--yes"});
-  CHECK(plain.status == 1);  // the malformed lock, debris and guard need --force
-  CHECK_FALSE(exists(a.lock));  // but the dead owner's lock went
+  CHECK(plain.status == 1);  // the malformed lock and the guard need --force
+  CHECK_FALSE(exists(a.lock));  // but the dead owner's lock went, and its debris
+  CHECK_FALSE(exists(a.dir + "/" + name + ".candidate.c1"));
   CHECK(exists(a.dir + "/" + other));
 
   Finished forced = a.reclaim({"--all", "--yes", "--force"});

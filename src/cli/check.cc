@@ -244,6 +244,7 @@ int check_command(const std::vector<std::string>& args) {
                                      verdict.reason, owner_words(entry), format_age(age));
       if (!verdict.fix.empty()) line += ": fix: " + printable(verdict.fix);
       const bool critical_entry = too_old_crit || verdict.state == EntryState::malformed ||
+                                  verdict.state == EntryState::live_malformed ||
                                   verdict.state == EntryState::leftover;
       findings.detail(critical_entry, std::move(line));
     };

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <cctype>
 #include <cerrno>
 
@@ -191,7 +193,10 @@ void write_entry_json(JsonWriter& json, const EntryView& entry) {
     json.null();
   } else {
     json.begin_array();
-    for (const auto& [pid, process] : facts.named) json.number_text(pid_text(pid));
+    for (const auto& [pid, process] : facts.named) {
+      if (std::isfinite(pid)) json.number_text(pid_text(pid));
+      else json.string(pid_text(pid));  // 1e400: JSON has no Infinity
+    }
     json.end_array();
   }
   json.key("blocker");

@@ -15,7 +15,8 @@ namespace {
 std::map<EntryClass, std::size_t> every_class() {
   std::map<EntryClass, std::size_t> out;
   for (const char* kind : {"repository", "global-setup"}) {
-    for (const char* state : {"live", "stale", "malformed", "in-flight"}) out[{kind, "lock", state}] = 0;
+    for (const char* state : {"live", "stale", "malformed", "live-malformed", "in-flight"})
+      out[{kind, "lock", state}] = 0;
     for (const char* role : {"candidate", "tombstone"})
       for (const char* state : {"in-flight", "debris"}) out[{kind, role, state}] = 0;
     for (const char* state : {"in-flight", "leftover"}) out[{kind, "reclaim-guard", state}] = 0;

@@ -124,7 +124,8 @@ void AreaSummary::add(const EntryView& entry) {
       ++locks;
       if (verdict.state == EntryState::live) ++live;
       if (verdict.state == EntryState::stale) ++stale;
-      if (verdict.state == EntryState::malformed) ++malformed;
+      if (verdict.state == EntryState::malformed || verdict.state == EntryState::live_malformed)
+        ++malformed;
       if (verdict.age_ns)
         oldest_lock_age_ns = std::max(oldest_lock_age_ns.value_or(0), *verdict.age_ns);
       break;
