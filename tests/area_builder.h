@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -62,6 +63,25 @@ inline std::string make_entry(const std::string& area, const std::string& name,
   write_file(path + "/owner.json", owner, file_mode);
   if (::chmod(path.c_str(), dir_mode) != 0) std::abort();
   return path;
+}
+
+/// Every byte of a file ("" when it cannot be read).
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Replaces a file's bytes in place (same inode, mode and owner kept).
+inline void rewrite_in_place(const std::string& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) std::abort();
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) std::abort();
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
 }
 
 /// Sets a path's mtime (and atime) to `seconds_ago` before now, without following a symlink.

@@ -65,6 +65,50 @@ inline Finished finish(const std::vector<std::string>& argv,
   return finished;
 }
 
+/// A real `apnea-locks run --lock-dir DIR --repo REPO [OPTIONS] -- sh -c 'echo held; exec cat'
+/// [ARGS...]`: a live process holding REPO's lock (its own pid in owner.json) from
+/// construction until release() or destruction. The construction waits for the command's
+/// "held" line, which it prints only once the lock is taken.
+class LockHolder {
+ public:
+  LockHolder(const std::string& lock_dir, const std::string& repo,
+         const std::vector<std::string>& options = {},
+         const std::vector<std::string>& command_args = {},
+         const std::map<std::string, std::string>& env = {})
+      : process_(argv(lock_dir, repo, options, command_args), env) {
+    held_ = process_.read_line(Stream::out, 30s) == std::optional<std::string>("held");
+  }
+  LockHolder(const LockHolder&) = delete;
+  LockHolder& operator=(const LockHolder&) = delete;
+
+  /// True when the lock was taken (the command started).
+  bool held() const { return held_; }
+  pid_t pid() const { return process_.pid(); }
+  /// True while `run` has not ended.
+  bool alive() { return !process_.wait(0ms).has_value(); }
+  /// Ends the command (end of file on its stdin) and waits for `run`: its exit status
+  /// (0 when it released the lock it held).
+  std::optional<int> release(std::chrono::milliseconds timeout = 30s) {
+    process_.close_stdin();
+    return process_.wait(timeout);
+  }
+  SpawnedProcess& process() { return process_; }
+
+ private:
+  static std::vector<std::string> argv(const std::string& lock_dir, const std::string& repo,
+                                       const std::vector<std::string>& options,
+                                       const std::vector<std::string>& command_args) {
+    std::vector<std::string> words{locks_bin(), "run", "--lock-dir", lock_dir, "--repo", repo};
+    words.insert(words.end(), options.begin(), options.end());
+    words.insert(words.end(), {"--", "sh", "-c", "echo held; exec cat"});
+    words.insert(words.end(), command_args.begin(), command_args.end());
+    return words;
+  }
+
+  SpawnedProcess process_;
+  bool held_ = false;
+};
+
 /// True when `path` exists (without following a final symlink).
 inline bool exists(const std::string& path) {
   struct stat st {};
