@@ -219,6 +219,9 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
   verdict.apnea_verdict = apnea_live ? ApneaVerdict::live : ApneaVerdict::stale;
   if (!dead) {
     verdict.state = EntryState::live;
+    // Apnea calls it stale (its pid is gone) and will refuse to run, but another pid the
+    // record names may be alive: a human must look.
+    verdict.needs_attention = !apnea_live;
     return;
   }
   verdict.state = EntryState::stale;

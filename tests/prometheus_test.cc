@@ -125,14 +125,16 @@ TEST_CASE("prometheus_text: an area that was not listed has no counts; check sta
 }
 
 TEST_CASE("prometheus_label_value escapes and repairs label values") {
-  CHECK(prometheus_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
-  CHECK(prometheus_label_value("bad\xff") == "bad\xef\xbf\xbd");
+  // Controls and invalid UTF-8 through the one escaper first, then the format's escapes.
+  CHECK(prometheus_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\\\x0ad");
+  CHECK(prometheus_label_value("esc\x1b[2J\xc2\x9b") == "esc\\\\x1b[2J\\\\u009b");
+  CHECK(prometheus_label_value("bad\xff") == "bad\\\\xff");
   MetricsReport report;
   report.lock_dir = "/tmp/we\"ird\\dir\nx\xfe";
   report.version = "v";
   auto parsed = parse_exposition(prometheus_text(report));
   REQUIRE_MESSAGE(parsed, parsed.error());
-  CHECK(parsed->families.front().samples.front().labels.at("lock_dir") == "/tmp/we\"ird\\dir\nx\xef\xbf\xbd");
+  CHECK(parsed->families.front().samples.front().labels.at("lock_dir") == "/tmp/we\"ird\\dir\\x0ax\\xfe");
 }
 
 TEST_CASE("AreaSummary counts locks, debris, guards and the oldest lock age") {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/render.h"
 
 #ifndef APNEA_LOCKS_VERSION
 #define APNEA_LOCKS_VERSION "unknown"
@@ -58,6 +59,6 @@ int main(int argc, char** argv) {
   for (const auto& command : commands()) {
     if (name == command.name) return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
   }
-  fmt::print(stderr, "apnea-locks: unknown command '{}' (see 'apnea-locks --help')\n", name);
+  fmt::print(stderr, "apnea-locks: unknown command '{}' (see 'apnea-locks --help')\n", printable(name));
   return exit_usage;
 }

@@ -58,7 +58,7 @@ int path_command(const std::vector<std::string>& args) {
     writer.end_object();
     writer.finish();
   } else {
-    fmt::print("{}\n", *lock);
+    fmt::print("{}\n", printable(*lock));
   }
   return exit_ok;
 }

@@ -1,5 +1,7 @@
 #include "cli/prometheus.h"
 
+#include "cli/render.h"
+
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -54,7 +56,9 @@ class Exposition {
 }  // namespace
 
 std::string prometheus_label_value(std::string_view text) {
-  const std::string valid = utf8_with_replacement(text);
+  // The one escaper first (controls, C1 and invalid UTF-8 as visible escapes), then the
+  // exposition format's own escapes.
+  const std::string valid = printable(text);
   std::string out;
   out.reserve(valid.size());
   for (char c : valid) {

@@ -79,8 +79,14 @@ void append_json_string(std::string& out, std::string_view text) {
     return;
   }
   const std::string valid = utf8_with_replacement(text);
-  for (char c : valid) {
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    const char c = valid[i];
     const auto byte = static_cast<unsigned char>(c);
+    // C1 controls (U+0080..U+009F, UTF-8 C2 80..C2 9F) as escapes: some terminals obey them.
+    if (byte == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) < 0xA0) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[++i]));
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -98,6 +104,22 @@ void append_json_string(std::string& out, std::string_view text) {
 }
 
 }  // namespace
+
+std::string json_safe(std::string_view serialized) {
+  const std::string valid = utf8_with_replacement(serialized);
+  std::string out;
+  out.reserve(valid.size());
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(valid[i]);
+    if (byte == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) < 0xA0)
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[++i]));
+    else if (byte == 0x7f)
+      out += "\\u007f";
+    else
+      out += valid[i];
+  }
+  return out;
+}
 
 std::string json_string(std::string_view text) {
   std::string out;

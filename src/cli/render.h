@@ -13,6 +13,10 @@
 
 namespace apnea_locks::cli {
 
+/// Serialized JSON (Boost.JSON's) made safe for a terminal: invalid UTF-8 replaced by
+/// U+FFFD, C1 controls and DEL (which only strings can hold) as \u escapes.
+std::string json_safe(std::string_view serialized);
+
 /// `text` as a JSON string literal: quotes, backslashes and control characters escaped,
 /// invalid UTF-8 replaced by U+FFFD (as Node decodes it), so the document is always valid.
 std::string json_string(std::string_view text);

@@ -202,7 +202,7 @@ class Output {
   explicit Output(const RunOptions& options) : json_(options.json) {}
   /// One JSON event (only with --json).
   void event(json::object fields) const {
-    if (json_) write_line(json::serialize(fields) + "\n");
+    if (json_) write_line(json_safe(json::serialize(fields)) + "\n");
   }
   /// One line for a human (only without --json).
   void say(std::string_view line) const {
@@ -529,7 +529,7 @@ bool release(HeldLock& held, const Output& out) {
 int run_command(const std::vector<std::string>& args) {
   auto parsed = parse_options(args);
   if (!parsed) {
-    fmt::print(stderr, "apnea-locks run: {}\nSee 'apnea-locks run --help'.\n", parsed.error());
+    fmt::print(stderr, "apnea-locks run: {}\nSee 'apnea-locks run --help'.\n", printable(parsed.error()));
     return exit_usage;
   }
   const RunOptions& options = *parsed;
@@ -572,8 +572,9 @@ int run_command(const std::vector<std::string>& args) {
              {"pid", json_pid(owner.pid)},
              {"token", owner.token}});
   if (options.print_token)
-    write_line(fmt::format("apnea-locks run: holding {} as pid {}, token {}\n", held.lock_path(),
-                           pid_text(owner.pid), owner.token));
+    write_line(printable(fmt::format("apnea-locks run: holding {} as pid {}, token {}", held.lock_path(),
+                                     pid_text(owner.pid), owner.token)) +
+               "\n");
 
   // A signal that arrived while the lock was being taken ends run before the command starts.
   if (const int sig = signals.wait_for(nanoseconds(0)); sig != 0) {
