@@ -11,14 +11,17 @@ namespace {
 /// How often an entry that looks dead is gathered again because it changed under the probe.
 constexpr int reconfirm_limit = 5;
 
-/// True when `entry` still is the very object, with the very owner record, that was judged.
-bool unchanged_since(System& system, const EntryFacts& facts, std::uint32_t uid) {
-  if (!facts.owner || !facts.stat) return true;  // nothing read: nothing to re-confirm
-  OwnerRead again = read_owner(system, facts.path, uid);
-  if (!again.lock_stat || !again.lock_stat->same_object(*facts.stat)) return false;
-  if (again.owner.has_value() != facts.owner->owner.has_value()) return false;
-  if (again.owner && again.owner->token != facts.owner->owner->token) return false;
-  return again.bytes == facts.owner->bytes;
+/// True when the entry is still the very directory, unchanged, whose owner record was read:
+/// same device and inode, and the same ctime and mtime. A release renames the lock away (a
+/// rename sets the ctime) and a new owner publishes another directory (a new inode, or a
+/// reused inode number with a new ctime); Apnea never rewrites a published owner.json, and
+/// replacing it inside the directory changes the directory's mtime. So this one lstat says
+/// "same device, inode and token" without reading the record again.
+bool unchanged_since(System& system, const EntryFacts& facts) {
+  if (!facts.stat) return true;  // nothing read: nothing to re-confirm
+  auto now = system.lstat(facts.path);
+  return now && now->same_object(*facts.stat) && now->ctime_ns == facts.stat->ctime_ns &&
+         now->mtime_ns == facts.stat->mtime_ns;
 }
 
 /// The settings with the process table read, when a guard may have to be judged.
@@ -89,7 +92,7 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
       if (!facts.stat || facts.kept_changing) break;
       const Verdict first = classify(facts, settings.judge, nullptr);
       if (first.proof_class == ProofClass::none && !first.pidless) break;
-      if (unchanged_since(system, facts, settings.judge.area_uid)) break;
+      if (unchanged_since(system, facts)) break;
       if (tries == reconfirm_limit) {  // never the same twice: changing, not dead
         facts.kept_changing = facts.parsed.role == EntryRole::lock;
         if (!facts.kept_changing) facts.stat.reset();
