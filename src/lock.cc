@@ -138,7 +138,7 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
 
   for (int attempt = 0; attempt < 3; ++attempt) {
     Owner owner{static_cast<double>(system.pid()), random_uuid(system)};
-    const std::string candidate = lock + ".candidate." + owner.token;
+    const std::string candidate = candidate_path(lock, owner.token);
     bool contended = false;
     std::optional<LockError> error;
     if (auto written = write_candidate(system, candidate, owner); !written) {
@@ -348,7 +348,7 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
   const std::uint32_t uid = system.uid();
   OwnerRead read = read_owner(system, lock, uid);
   if (!read.owner || read.owner->token != token) return std::optional<std::string>();
-  const std::string tombstone = lock + ".tombstone." + random_uuid(system);
+  const std::string tombstone = tombstone_path(lock, random_uuid(system));
   if (auto renamed = system.rename(lock, tombstone); !renamed) {
     if (is(renamed.error(), std::errc::no_such_file_or_directory))
       return std::optional<std::string>();
@@ -380,7 +380,7 @@ std::optional<std::string> unremovable_lock(System& system, const std::string& l
 LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lock,
                                            const std::string& resource,
                                            const ReclaimExpectation& expect, bool keep_tombstone) {
-  const std::string guard = lock + ".reclaim";
+  const std::string guard = reclaim_guard_path(lock);
   if (auto made = system.mkdir(guard, 0700); !made) {
     if (!is(made.error(), std::errc::file_exists))
       return failure(wrapped(made.error(), "mkdir", guard, resource));
@@ -433,7 +433,7 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
     if (!unchanged(lock)) {
       outcome.changed = "the lock changed since it was inspected";
     } else {
-      const std::string tombstone = lock + ".tombstone." + random_uuid(system);
+      const std::string tombstone = tombstone_path(lock, random_uuid(system));
       if (auto renamed = system.rename(lock, tombstone); !renamed) {
         if (is(renamed.error(), std::errc::no_such_file_or_directory))
           outcome.changed = "the lock vanished";

@@ -9,6 +9,26 @@
 
 namespace apnea_locks {
 
+namespace {
+// The protocol's entry names (PROTOCOL.md section 2), spelled here only.
+constexpr std::string_view guard_suffix = ".reclaim";
+constexpr std::string_view candidate_infix = ".candidate.";
+constexpr std::string_view tombstone_infix = ".tombstone.";
+}  // namespace
+
+std::string reclaim_guard_path(std::string_view lock) {
+  return std::string(lock) + std::string(guard_suffix);
+}
+
+std::string candidate_path(std::string_view lock, std::string_view token) {
+  return std::string(lock) + std::string(candidate_infix) + std::string(token);
+}
+
+std::string tombstone_path(std::string_view lock, std::string_view uuid) {
+  return std::string(lock) + std::string(tombstone_infix) + std::string(uuid);
+}
+
+
 std::string sha256_hex(std::string_view bytes) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
@@ -109,12 +129,12 @@ EntryName parse_entry_name(std::string_view name) {
   std::string_view suffix;
   if (tail.empty()) {
     role = EntryRole::lock;
-  } else if (tail == ".reclaim") {
+  } else if (tail == guard_suffix) {
     role = EntryRole::reclaim_guard;
-  } else if (tail.starts_with(".candidate.") && tail.size() > 11) {
+  } else if (tail.starts_with(candidate_infix) && tail.size() > candidate_infix.size()) {
     role = EntryRole::candidate;
     suffix = tail.substr(11);
-  } else if (tail.starts_with(".tombstone.") && tail.size() > 11) {
+  } else if (tail.starts_with(tombstone_infix) && tail.size() > tombstone_infix.size()) {
     role = EntryRole::tombstone;
     suffix = tail.substr(11);
   } else {

@@ -167,13 +167,13 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
   if (!facts.guard) return std::nullopt;
   const std::int64_t age = verdict.guard_age_ns.value_or(0);
   if (age < flags.guard_age_ns)
-    return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {}.reclaim ({} old): "
+    return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {} ({} old): "
                               "another reclamation is in progress",
-                              facts.path, seconds_text(std::max<std::int64_t>(age, 0))),
+                              reclaim_guard_path(facts.path), seconds_text(std::max<std::int64_t>(age, 0))),
                   "retry after the other operation completes");
   EntryFacts guard;
-  guard.name = facts.name + ".reclaim";
-  guard.path = facts.path + ".reclaim";
+  guard.name = reclaim_guard_path(facts.name);
+  guard.path = reclaim_guard_path(facts.path);
   guard.stat = facts.guard;
   Verdict guard_verdict;
   guard_verdict.role = EntryRole::reclaim_guard;

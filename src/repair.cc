@@ -94,7 +94,7 @@ RepairResult execute_repair(System& system, const EntryFacts& facts, const Decis
   if (decision.action == PlanAction::refuse) return result(RepairOutcome::refused, decision.why);
   if (!facts.stat) return result(RepairOutcome::changed, "it is already gone");
   const std::string directory = node_dirname(facts.path);
-  const std::string guard_path = entry_path(directory, facts.parsed.lock_name() + ".reclaim");
+  const std::string guard_path = entry_path(directory, reclaim_guard_path(facts.parsed.lock_name()));
 
   switch (decision.removal) {
     case RemovalKind::lock_owner:

@@ -184,7 +184,7 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
   facts.owner = std::move(read);
   if ((facts.parsed.role == EntryRole::lock && !facts.kept_changing) ||
       facts.parsed.role == EntryRole::tombstone) {
-    auto guard = system.lstat(entry_path(lock_directory, facts.parsed.lock_name() + ".reclaim"));
+    auto guard = system.lstat(entry_path(lock_directory, reclaim_guard_path(facts.parsed.lock_name())));
     if (guard) facts.guard = *guard;
   }
   return facts;

@@ -33,6 +33,15 @@ SysResult<std::string> repository_lock_path(System& system, const std::string& l
 SysResult<std::string> global_setup_lock_path(System& system, const std::string& lock_directory,
                                               const std::string& home);
 
+/// The reclaim guard of the lock at (or named) `lock`: `<lock>.reclaim`.
+std::string reclaim_guard_path(std::string_view lock);
+
+/// The candidate of the lock at `lock` for an owner with `token`: `<lock>.candidate.<token>`.
+std::string candidate_path(std::string_view lock, std::string_view token);
+
+/// A tombstone of the lock at `lock`: `<lock>.tombstone.<uuid>`.
+std::string tombstone_path(std::string_view lock, std::string_view uuid);
+
 /// What an entry of the lock directory is.
 enum class EntryRole { lock, candidate, tombstone, reclaim_guard, unknown };
 

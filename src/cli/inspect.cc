@@ -160,8 +160,8 @@ void print_human(const Inspection& in) {
   }
   if (facts.parsed.role == EntryRole::lock) {
     if (facts.guard)
-      line("guard", fmt::format("{}: {}.reclaim (age {})", guard_state_name(verdict.guard),
-                                printable(facts.path), format_age(in.now_ns - facts.guard->mtime_ns)));
+      line("guard", fmt::format("{}: {} (age {})", guard_state_name(verdict.guard),
+                                printable(reclaim_guard_path(facts.path)), format_age(in.now_ns - facts.guard->mtime_ns)));
     else
       line("guard", "none");
   }
@@ -218,7 +218,7 @@ void print_json(const Inspection& in, const std::optional<std::string>& error) {
   json.key("guard");
   if (in.facts.guard) {
     json.begin_object();
-    json.key("path").string(in.facts.path + ".reclaim");
+    json.key("path").string(reclaim_guard_path(in.facts.path));
     json.key("state").string(guard_state_name(in.verdict.guard));
     json.key("age_ms").integer(std::max<std::int64_t>(0, in.now_ns - in.facts.guard->mtime_ns) / 1'000'000);
     json.end_object();

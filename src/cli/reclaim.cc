@@ -73,7 +73,7 @@ po::options_description describe(ReclaimOptions& o) {
       ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
        "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
       ("user", po::value(&o.user)->value_name("NAME"),
-       "(root) act on NAME's lock area as NAME: /tmp/apnea-<uid>/operation-locks unless --lock-dir");
+       "(root) act on NAME's lock area as NAME: <tmpdir>/apnea-<uid>/operation-locks unless --lock-dir");
   add_timing_options(options, o.timing,
                      "reclaim guards, and candidates/tombstones without a readable owner record, "
                      "older than this are left over (removed with --force)");
@@ -268,7 +268,7 @@ int reclaim_command(const std::vector<std::string>& args) {
     auto account = system.lookup_account(o.user);
     if (!account) return usage_error(fmt::format("--user {}: no such account", o.user));
     if (area_options.lock_dir.empty())
-      area_options.lock_dir = node_join(node_join("/tmp", fmt::format("apnea-{}", account->uid)), "operation-locks");
+      area_options.lock_dir = lock_directory_for_uid(system, account->uid);
     // Everything from here on runs as that account: ownership checks and anything created
     // stay theirs.
     if (auto dropped = system.become(*account); !dropped) {
