@@ -260,16 +260,10 @@ Decision decide(const EntryFacts& facts, const Verdict& verdict, const RemovalFl
   return keep("not an Apnea lock entry: left alone");
 }
 
-std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdict,
-                                  const EntryLabel* label, std::int64_t guard_age_ns,
-                                  std::int64_t now_ns, const FixContext& context) {
-  RemovalFlags flags{false, guard_age_ns};
-  if (decide(facts, verdict, flags, now_ns).action != PlanAction::remove) {
-    flags.force = true;
-    if (decide(facts, verdict, flags, now_ns).action != PlanAction::remove) return {};
-  }
+std::vector<std::string> reclaim_argv(const EntryFacts& facts, const EntryLabel* label, bool force,
+                                      const FixContext& context) {
   std::vector<std::string> argv{"apnea-locks", "reclaim"};
-  if (flags.force) argv.emplace_back("--force");
+  if (force) argv.emplace_back("--force");
   if (context.lock_dir) {
     argv.emplace_back("--lock-dir");
     argv.push_back(*context.lock_dir);
@@ -289,6 +283,16 @@ std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdic
     argv.push_back(facts.path);
   }
   return argv;
+}
+
+std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdict,
+                                  const EntryLabel* label, std::int64_t guard_age_ns,
+                                  std::int64_t now_ns, const FixContext& context) {
+  if (decide(facts, verdict, RemovalFlags{false, guard_age_ns}, now_ns).action == PlanAction::remove)
+    return reclaim_argv(facts, label, false, context);
+  if (decide(facts, verdict, RemovalFlags{true, guard_age_ns}, now_ns).action == PlanAction::remove)
+    return reclaim_argv(facts, label, true, context);
+  return {};
 }
 
 std::string shell_command(const std::vector<std::string>& argv) {

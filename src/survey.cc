@@ -57,12 +57,22 @@ SurveySettings survey_settings(System& system, const std::string& directory,
 std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySettings& settings,
                                          const EntryLabel* label) {
   Verdict verdict = classify(facts, settings.judge, label);
-  verdict.fix_argv = fix_argv(facts, verdict, label, settings.flags.guard_age_ns,
-                              settings.judge.now_ns, settings.fix);
+  const std::int64_t now = settings.judge.now_ns;
+  Decision decision = decide(facts, verdict, settings.flags, now);
+  // The one fix: the reclaim without --force if it would remove the entry, else with it.
+  RemovalFlags plain = settings.flags;
+  plain.force = false;
+  RemovalFlags forced = settings.flags;
+  forced.force = true;
+  const auto removes = [&](const RemovalFlags& flags) {
+    if (flags.force == settings.flags.force) return decision.action == PlanAction::remove;
+    return decide(facts, verdict, flags, now).action == PlanAction::remove;
+  };
+  if (removes(plain)) verdict.fix_argv = reclaim_argv(facts, label, false, settings.fix);
+  else if (removes(forced)) verdict.fix_argv = reclaim_argv(facts, label, true, settings.fix);
   verdict.fix = shell_command(verdict.fix_argv);
   verdict.force_required =
-      !verdict.fix_argv.empty() && verdict.fix_argv.size() > 2 && verdict.fix_argv[2] == "--force";
-  Decision decision = decide(facts, verdict, settings.flags, settings.judge.now_ns);
+      verdict.fix_argv.size() > 2 && verdict.fix_argv[2] == "--force";
   return {std::move(verdict), std::move(decision)};
 }
 
@@ -88,7 +98,9 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     // A verdict of death is re-confirmed before it is reported: the entry must still be the
     // same object with the same owner record after the probe, else it changed under us (a
     // release, then a new owner) and is gathered again, with fresh probes.
-    for (int tries = 0;; ++tries) {
+    // Only a lock's name is reused by a new owner; a candidate's or tombstone's name holds
+    // its own token or uuid, so once gone it does not come back.
+    for (int tries = 0; facts.parsed.role == EntryRole::lock; ++tries) {
       if (!facts.stat || facts.kept_changing) break;
       const Verdict first = classify(facts, settings.judge, nullptr);
       if (first.proof_class == ProofClass::none && !first.pidless) break;

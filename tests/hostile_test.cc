@@ -224,3 +224,22 @@ TEST_CASE("hostile areas: refused before anything is read, the target left untou
     CHECK(exists(h.lock));
   }
 }
+
+TEST_CASE("inspect never reads through a symlinked lock") {
+  Hostile h;
+  // The lock is a symlink to a directory outside whose owner.json names a live process.
+  write_file(h.outside + "/owner.json", owner_json(::getpid()));
+  REQUIRE(::symlink(h.outside.c_str(), h.lock.c_str()) == 0);
+  const auto outside_before = snapshot(h.outside);
+  Finished inspected = h.run("inspect", {h.lock, "--json"});
+  CAPTURE(inspected.out);
+  CAPTURE(inspected.err);
+  REQUIRE(inspected.status.has_value());
+  const auto doc = boost::json::parse(inspected.out).as_object();
+  CHECK(doc.at("entry").at("reason").as_string() == "lock-symlink");
+  CHECK(doc.at("owner_file").at("raw").is_null());  // nothing read from outside
+  CHECK(inspected.out.find(std::to_string(::getpid())) == std::string::npos);
+  Finished text = h.run("inspect", {h.lock});
+  CHECK(text.out.find(std::to_string(::getpid())) == std::string::npos);
+  CHECK(snapshot(h.outside) == outside_before);
+}

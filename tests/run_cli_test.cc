@@ -317,6 +317,24 @@ TEST_CASE("SIGKILL of run leaves a lock whose owner is provably dead; run report
   CHECK(refused.err.find("to fix it: apnea-locks reclaim --lock-dir " + scratch.locks + " --repo " +
                          scratch.repo + "\n") != std::string::npos);
   CHECK(exists(lock));
+
+  // One survey, one policy: run suggests exactly the fix status shows for that lock.
+  const std::string marker = "to fix it: ";
+  const auto at = refused.err.find(marker);
+  REQUIRE(at != std::string::npos);
+  const std::string run_fix =
+      refused.err.substr(at + marker.size(), refused.err.find('\n', at) - at - marker.size());
+  auto labelled = finish({locks_bin(), "status", "--lock-dir", scratch.locks, "--repo", scratch.repo, "--json"});
+  CAPTURE(labelled.out);
+  CAPTURE(labelled.err);
+  std::string status_fix;
+  const boost::json::value report_labelled = boost::json::parse(labelled.out);
+  for (const auto& value : report_labelled.as_object().at("entries").as_array()) {
+    const auto& entry = value.as_object();
+    if (entry.at("path").as_string() == lock && entry.at("fix").is_string())
+      status_fix = std::string(entry.at("fix").as_string());
+  }
+  CHECK(status_fix == run_fix);
 }
 
 TEST_CASE("a malformed lock is refused with 76 and the policy's reason") {

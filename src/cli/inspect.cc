@@ -186,7 +186,7 @@ void print_json(const Inspection& in, const std::optional<std::string>& error) {
     return;
   }
   json.key("entry");
-  write_entry_json(json, EntryView{in.facts, in.verdict, in.label});
+  write_entry_json(json, EntryView{in.facts, in.verdict, in.label, &in.decision});
   json.key("directory_stat");
   write_stat_json(json, in.facts.stat);
   json.key("owner_file").begin_object();
