@@ -140,7 +140,9 @@ void name_pids(System& system, EntryFacts& facts, const OwnerRead& read, std::ui
       return;
     }
   }
-  std::vector<double> pids = bytes ? named_pids(*bytes) : std::vector<double>{};
+  // Apnea's own record names exactly its owner's pid: no second parse for it.
+  const bool canonical = read.owner && bytes && *bytes == encode_owner(*read.owner);
+  std::vector<double> pids = bytes && !canonical ? named_pids(*bytes) : std::vector<double>{};
   if (read.owner && std::find(pids.begin(), pids.end(), read.owner->pid) == pids.end())
     pids.push_back(read.owner->pid);
   for (double pid : pids) {

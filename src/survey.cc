@@ -85,37 +85,38 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   std::size_t listed = 0;
   std::set<std::string> absent = expected_locks;
   ProcessCache processes(system, settings.judge.host);
-  auto judged = [&](const EntryFacts& facts) {
-    const EntryLabel* label =
-        facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
+  auto label_of = [&](const EntryFacts& facts) -> const EntryLabel* {
+    return facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
+  };
+  auto judge = [&](const EntryFacts& facts) {
     if (needs_paused(facts, settings)) note_paused(system, settings, paused_read);
-    auto [verdict, decision] = judge_entry(facts, settings, label);
-    visit(JudgedEntry{facts, verdict, decision, label});
+    return judge_entry(facts, settings, label_of(facts));
   };
   auto scanned = system.list_directory(directory, [&](const DirEntry& entry) {
     ++listed;
     EntryFacts facts = gather_entry(system, directory, entry.name, settings.judge.area_uid, processes);
-    // A verdict of death is re-confirmed before it is reported: the entry must still be the
-    // same object with the same owner record after the probe, else it changed under us (a
-    // release, then a new owner) and is gathered again, with fresh probes.
-    // Only a lock's name is reused by a new owner; a candidate's or tombstone's name holds
-    // its own token or uuid, so once gone it does not come back.
-    for (int tries = 0; facts.parsed.role == EntryRole::lock; ++tries) {
-      if (!facts.stat || facts.kept_changing) break;
-      const Verdict first = classify(facts, settings.judge, nullptr);
-      if (first.proof_class == ProofClass::none && !first.pidless) break;
-      if (unchanged_since(system, facts)) break;
-      if (tries == reconfirm_limit) {  // never the same twice: changing, not dead
-        facts.kept_changing = facts.parsed.role == EntryRole::lock;
-        if (!facts.kept_changing) facts.stat.reset();
-        break;
-      }
-      ProcessCache fresh(system, settings.judge.host);
-      facts = gather_entry(system, directory, entry.name, settings.judge.area_uid, fresh);
-    }
     if (!facts.stat && !facts.kept_changing) return true;  // vanished since the listing
+    auto judged = judge(facts);
+    // A verdict of death is re-confirmed before it is reported: the lock must still be the
+    // same object with the same owner record after the probe, else it changed under us (a
+    // release, then a new owner) and is gathered again, with fresh probes. Only a lock's
+    // name is reused by a new owner; a candidate's or tombstone's name holds its own token
+    // or uuid, so once gone it does not come back.
+    for (int tries = 0; facts.parsed.role == EntryRole::lock && facts.stat && !facts.kept_changing &&
+                        judged.first.proof_class != ProofClass::none;
+         ++tries) {
+      if (unchanged_since(system, facts)) break;
+      if (tries == reconfirm_limit) {
+        facts.kept_changing = true;  // never the same twice: changing, not dead
+      } else {
+        ProcessCache fresh(system, settings.judge.host);
+        facts = gather_entry(system, directory, entry.name, settings.judge.area_uid, fresh);
+        if (!facts.stat && !facts.kept_changing) return true;  // released for good
+      }
+      judged = judge(facts);
+    }
     if (facts.parsed.role == EntryRole::lock) absent.erase(facts.name);
-    judged(facts);
+    visit(JudgedEntry{facts, judged.first, judged.second, label_of(facts)});
     return true;
   });
   if (!scanned) return std::unexpected(scanned.error());
@@ -124,7 +125,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     facts.name = name;
     facts.path = entry_path(directory, name);
     facts.parsed = parse_entry_name(name);
-    judged(facts);
+    const auto judged = judge(facts);
+    visit(JudgedEntry{facts, judged.first, judged.second, label_of(facts)});
   }
   return listed;
 }
