@@ -140,8 +140,10 @@ void name_pids(System& system, EntryFacts& facts, const OwnerRead& read, std::ui
       return;
     }
   }
-  // Apnea's own record names exactly its owner's pid: no second parse for it.
-  const bool canonical = read.owner && bytes && *bytes == encode_owner(*read.owner);
+  // An accepted record with one literal "pid" key and no escape (so no key spelled another
+  // way) names exactly its owner's pid: no second parse for it. Apnea's own records are so.
+  const bool canonical = read.owner && bytes && bytes->find('\\') == std::string::npos &&
+                         bytes->find("\"pid\"") == bytes->rfind("\"pid\"");
   std::vector<double> pids = bytes && !canonical ? named_pids(*bytes) : std::vector<double>{};
   if (read.owner && std::find(pids.begin(), pids.end(), read.owner->pid) == pids.end())
     pids.push_back(read.owner->pid);
