@@ -271,6 +271,8 @@ Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const En
   Verdict verdict;
   verdict.role = facts.parsed.role;
   verdict.age_ns = age_of(facts.stat, policy.now_ns);
+  verdict.filesystem = policy.host.filesystem;
+  verdict.death.remote_filesystem = !policy.host.local_filesystem;
   const bool has_owner_record = facts.parsed.role == EntryRole::lock ||
                                 facts.parsed.role == EntryRole::candidate ||
                                 facts.parsed.role == EntryRole::tombstone;

@@ -97,19 +97,19 @@ std::vector<std::string> trusts_of(const Verdict& verdict) {
 /// evidence), removed as `kind`.
 Decision proven_dead(const Verdict& verdict, const RemovalFlags& flags, RemovalKind kind,
                      bool force_only) {
+  const std::string_view proof = proof_name(verdict.proof);
   if (verdict.proof_class == ProofClass::certain && !force_only)
-    return remove(kind, fmt::format("{} (certain)", verdict.reason));
+    return remove(kind, fmt::format("{} (certain)", proof));
   if (flags.force) {
     auto trusts = trusts_of(verdict);
     if (force_only) trusts.emplace_back(trust_malformed);
-    return remove(kind, fmt::format("{} ({})", verdict.reason, proof_class_name(verdict.proof_class)),
+    return remove(kind, fmt::format("{} ({})", proof, proof_class_name(verdict.proof_class)),
                   std::move(trusts));
   }
   std::string why = force_only
-      ? fmt::format("its owner record is malformed ({}); every pid it names is dead ({})",
-                    verdict.failed_check, verdict.reason)
-      : fmt::format("its owner is dead by {} evidence only ({}: trusting {})",
-                    proof_class_name(verdict.proof_class), verdict.reason,
+      ? fmt::format("its owner record is malformed ({}); every pid it names is dead ({}, {})",
+                    verdict.failed_check, proof, proof_class_name(verdict.proof_class))
+      : fmt::format("its owner is dead by evidence only ({}; it rests on {})", proof,
                     fmt::join(trusts_of(verdict), " and "));
   return refuse(std::move(why), "needs --force");
 }
@@ -141,6 +141,11 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
   const std::int64_t age = verdict.age_ns.value_or(0);
   if (age < flags.guard_age_ns)
     return keep(fmt::format("a reclamation is in progress (guard {} old)", seconds_text(age)));
+  if (verdict.death.remote_filesystem)
+    return refuse(fmt::format("the lock area is on a {} filesystem: its holder may run on another "
+                              "machine",
+                              verdict.filesystem),
+                  remote_step(facts));
   if (verdict.guard_blocker)
     return refuse(fmt::format("{} is paused (stopped, traced or frozen) and may hold this guard "
                               "between its token check and its rename",
@@ -181,6 +186,8 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
   guard_verdict.age_ns = age;
   guard_verdict.guard_blocker = verdict.guard_blocker;
   guard_verdict.guard_checked = verdict.guard_checked;
+  guard_verdict.death.remote_filesystem = verdict.death.remote_filesystem;
+  guard_verdict.filesystem = verdict.filesystem;
   Decision decision = decide_guard(guard, guard_verdict, flags);
   if (decision.action == PlanAction::remove) return std::nullopt;
   decision.why = fmt::format("its reclaim guard is left over: {}", decision.why);

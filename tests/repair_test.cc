@@ -138,7 +138,7 @@ TEST_CASE("decide: section 10's table; nothing naming a pid not proven dead, und
     // A remote filesystem, a young ownerless entry and a paused guard holder block every flag.
     Verdict remote = verdict;
     remote.death.remote_filesystem = true;
-    if (c.role != R::reclaim_guard && c.role != R::unknown)
+    if (c.role != R::unknown)
       CHECK(decide(facts, remote, RemovalFlags{true, 5 * minute}, now).action != A::remove);
     if (c.record == pidless && c.role != R::reclaim_guard) {
       EntryFacts young = facts;
