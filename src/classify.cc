@@ -237,7 +237,10 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
 /// Candidates and tombstones: in flight while their writer may still be running, or while
 /// a record naming no pid is younger than the guard age (by ctime).
 void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
-  if (facts.guard) verdict.guard_age_ns = policy.now_ns - facts.guard->mtime_ns;
+  if (facts.guard) {
+    verdict.guard_age_ns = policy.now_ns - facts.guard->mtime_ns;
+    if (*verdict.guard_age_ns >= policy.guard_threshold_ns) judge_guard_holder(*facts.guard, policy, verdict);
+  }
   const bool dead = judge_record(facts, policy, verdict);
   bool gone = dead;
   if (verdict.pidless || verdict.pids_unknown) {

@@ -244,10 +244,12 @@ Decision decide_transient(const EntryFacts& facts, const Verdict& verdict, const
     return refuse(fmt::format("its owner record cannot be read ({}): it may name a live pid",
                               verdict.failed_check),
                   unreadable_step(facts));
-  if (verdict.role == EntryRole::tombstone && facts.guard) {
+  // Removed only while holding its lock's guard: a guard in flight means a reclamation is
+  // at work; a leftover one goes first only when this run removes it.
+  if (facts.guard) {
     const std::int64_t age = verdict.guard_age_ns.value_or(0);
-    if (age < flags.guard_age_ns)
-      return keep("a reclamation of its lock is in progress");
+    if (age < flags.guard_age_ns) return keep("a reclamation of its lock is in progress");
+    if (auto blocked = guard_blocks(facts, verdict, flags)) return *blocked;
   }
   if (verdict.pidless) return ownerless(facts, flags, now_ns, RemovalKind::debris, "a " + what + " that");
   return proven_dead(verdict, flags, RemovalKind::debris, false);

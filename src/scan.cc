@@ -186,8 +186,9 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
   if (read.owner) facts.process = processes.get(read.owner->pid, uid, facts.written_ns);
   name_pids(system, facts, read, uid, processes);
   facts.owner = std::move(read);
-  if ((facts.parsed.role == EntryRole::lock && !facts.kept_changing) ||
-      facts.parsed.role == EntryRole::tombstone) {
+  // A lock's guard decides its reclamation; a candidate's or tombstone's too, since they
+  // are removed only while holding it.
+  if (!facts.kept_changing) {
     auto guard = system.lstat(entry_path(lock_directory, reclaim_guard_path(facts.parsed.lock_name())));
     if (guard) facts.guard = *guard;
   }
