@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace apnea_locks {
 
@@ -83,6 +84,21 @@ std::string unreadable_step(const EntryFacts& facts) {
   return fmt::format("read {}/owner.json by hand (as root if need be); if no pid it names is "
                      "alive, remove it: rm -r -- {}",
                      facts.path, shell_word(facts.path));
+}
+
+/// The refusal for an entry whose writer can never be proven dead from here: on a network
+/// filesystem, or with an owner record that cannot be read. Nothing when it can.
+std::optional<Decision> unprovable(const EntryFacts& facts, const Verdict& verdict) {
+  if (verdict.death.remote_filesystem)
+    return refuse(fmt::format("the lock area is on a {} filesystem: a writer on another machine "
+                              "cannot be probed",
+                              verdict.filesystem),
+                  remote_step(facts));
+  if (verdict.pids_unknown)
+    return refuse(fmt::format("its owner record cannot be read ({}): it may name a live pid",
+                              verdict.failed_check),
+                  unreadable_step(facts));
+  return std::nullopt;
 }
 
 /// The trusts a --force removal on `verdict`'s proof rests on.
@@ -207,15 +223,7 @@ Decision decide_lock(const EntryFacts& facts, const Verdict& verdict, const Remo
                     stop_step(verdict, facts));
     default: break;
   }
-  if (verdict.death.remote_filesystem)
-    return refuse(fmt::format("the lock area is on a {} filesystem: a writer on another machine "
-                              "cannot be probed",
-                              verdict.filesystem),
-                  remote_step(facts));
-  if (verdict.pids_unknown)
-    return refuse(fmt::format("its owner record cannot be read ({}): it may name a live pid",
-                              verdict.failed_check),
-                  unreadable_step(facts));
+  if (auto refused = unprovable(facts, verdict)) return *refused;
   if (auto blocked = guard_blocks(facts, verdict, flags)) return *blocked;
   if (verdict.state == EntryState::stale)
     return proven_dead(verdict, flags, RemovalKind::lock_owner, false);
@@ -235,15 +243,7 @@ Decision decide_transient(const EntryFacts& facts, const Verdict& verdict, const
   if (verdict.state == EntryState::live || verdict.state == EntryState::live_malformed ||
       (verdict.state == EntryState::in_flight && !verdict.pidless && !verdict.pids_unknown))
     return keep(fmt::format("in flight: {}", alive_blocker(verdict)));
-  if (verdict.death.remote_filesystem)
-    return refuse(fmt::format("the lock area is on a {} filesystem: a writer on another machine "
-                              "cannot be probed",
-                              verdict.filesystem),
-                  remote_step(facts));
-  if (verdict.pids_unknown)
-    return refuse(fmt::format("its owner record cannot be read ({}): it may name a live pid",
-                              verdict.failed_check),
-                  unreadable_step(facts));
+  if (auto refused = unprovable(facts, verdict)) return *refused;
   // Removed only while holding its lock's guard: a guard in flight means a reclamation is
   // at work; a leftover one goes first only when this run removes it.
   if (facts.guard) {

@@ -159,6 +159,20 @@ std::optional<std::string_view> status_field(std::string_view status, std::strin
   return value;
 }
 
+/// Calls `visit` with the pid of every process in /proc; false when /proc cannot be listed.
+bool for_each_process(const std::function<void(std::int64_t)>& visit) {
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return false;
+  while (struct dirent* item = ::readdir(dir)) {
+    std::int64_t pid = 0;
+    const char* end = item->d_name + std::strlen(item->d_name);
+    auto parsed = std::from_chars(item->d_name, end, pid);
+    if (parsed.ec == std::errc() && parsed.ptr == end && pid > 0) visit(pid);
+  }
+  ::closedir(dir);
+  return true;
+}
+
 /// True when `pid` is in a frozen cgroup: cgroup v2 `cgroup.freeze` holding 1, or the v1
 /// freezer's state FROZEN.
 bool in_frozen_cgroup(std::int64_t pid) {
@@ -538,22 +552,15 @@ class RealSystem final : public System {
 
   std::vector<ProcessInfo> namespace_view() override {
     std::vector<ProcessInfo> view;
-    DIR* dir = ::opendir("/proc");
-    if (dir == nullptr) return view;
     std::vector<std::int64_t> nested;
-    char path[64];
-    while (struct dirent* item = ::readdir(dir)) {
-      std::int64_t pid = 0;
-      const char* end = item->d_name + std::strlen(item->d_name);
-      auto parsed = std::from_chars(item->d_name, end, pid);
-      if (parsed.ec != std::errc() || parsed.ptr != end || pid <= 0) continue;
+    for_each_process([&](std::int64_t pid) {
+      char path[64];
       std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
       // Most processes live in our namespace only: one read of status tells.
       const std::string status = read_small_file(path);
       auto nspid = status_field(status, "NSpid");
       if (nspid && parse_ints(*nspid).size() > 1) nested.push_back(pid);
-    }
-    ::closedir(dir);
+    });
     for (std::int64_t pid : nested) {
       auto info = process_info(pid);  // gone since: left out
       if (info && info->nspid.size() > 1) view.push_back(std::move(*info));
@@ -562,23 +569,17 @@ class RealSystem final : public System {
   }
 
   std::optional<std::vector<ProcessInfo>> paused_processes() override {
-    DIR* dir = ::opendir("/proc");
-    if (dir == nullptr) return std::nullopt;
     std::vector<std::int64_t> candidates;
-    char path[96];
-    while (struct dirent* item = ::readdir(dir)) {
-      std::int64_t pid = 0;
-      const char* end = item->d_name + std::strlen(item->d_name);
-      auto parsed = std::from_chars(item->d_name, end, pid);
-      if (parsed.ec != std::errc() || parsed.ptr != end || pid <= 0) continue;
+    const bool listed = for_each_process([&](std::int64_t pid) {
+      char path[64];
       std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
       const std::string stat = read_small_file(path);
       const std::size_t close_paren = stat.rfind(')');
-      if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) continue;
+      if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return;
       const char state = stat[close_paren + 2];
       if (state == 'T' || state == 't' || in_frozen_cgroup(pid)) candidates.push_back(pid);
-    }
-    ::closedir(dir);
+    });
+    if (!listed) return std::nullopt;
     std::vector<ProcessInfo> paused;
     for (std::int64_t pid : candidates) {
       auto info = process_info(pid);

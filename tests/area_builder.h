@@ -220,4 +220,19 @@ inline std::map<std::string, PathState> snapshot(const std::string& root) {
   return out;
 }
 
+/// The repository lock path of `repo` (made canonical) in `dir`.
+inline std::string repo_lock(const std::string& dir, const std::string& repo) {
+  const std::string canonical = std::filesystem::canonical(repo).string();
+  return dir + "/" + lock_name(LockKind::repository, lock_key(LockKind::repository, canonical));
+}
+
+/// The `"token"` of an owner record as Apnea writes it ("" when not found).
+inline std::string token_of(const std::string& record) {
+  const std::string key = "\"token\":\"";
+  const auto at = record.find(key);
+  if (at == std::string::npos) return {};
+  const auto end = record.find('"', at + key.size());
+  return end == std::string::npos ? std::string() : record.substr(at + key.size(), end - at - key.size());
+}
+
 }  // namespace apnea_locks::testing

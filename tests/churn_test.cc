@@ -22,20 +22,6 @@ using namespace apnea_locks::testing;
 
 namespace {
 
-/// The repository lock path of `repo` in `dir`.
-std::string repo_lock(const std::string& dir, const std::string& repo) {
-  const std::string canonical = std::filesystem::canonical(repo).string();
-  return dir + "/" + lock_name(LockKind::repository, lock_key(LockKind::repository, canonical));
-}
-
-/// The token in an owner record as Apnea writes it ("" when there is none).
-std::string token_in(const std::string& record) {
-  const std::string key = "\"token\":\"";
-  const auto at = record.find(key);
-  if (at == std::string::npos) return {};
-  const auto end = record.find('"', at + key.size());
-  return end == std::string::npos ? std::string() : record.substr(at + key.size(), end - at - key.size());
-}
 
 /// A churner that lives for a few dozen acquire/release cycles of one repository lock and
 /// exits; respawned on the next repository of its own set, so its pids keep dying.
@@ -143,7 +129,7 @@ TEST_CASE("a lock held all along is reported live by every status and check unde
       if (number < 1 || number > 2147483647.0) continue;
       const std::string token = member(entry, "token");
       if (::kill(static_cast<pid_t>(number), 0) == 0 && !token.empty() &&
-          token_in(read_bytes(path + "/owner.json")) == token) {
+          token_of(read_bytes(path + "/owner.json")) == token) {
         ++false_stale;
         example("reported stale with its owner alive: " + boost::json::serialize(entry));
       }

@@ -30,20 +30,6 @@ using namespace apnea_locks::testing;
 
 namespace {
 
-/// The repository lock path of `repo` in `dir`.
-std::string repo_lock(const std::string& dir, const std::string& repo) {
-  const std::string canonical = std::filesystem::canonical(repo).string();
-  return dir + "/" + lock_name(LockKind::repository, lock_key(LockKind::repository, canonical));
-}
-
-/// The `"token"` of an owner record as Apnea writes it ("" when not found).
-std::string token_of(const std::string& record) {
-  const std::string key = "\"token\":\"";
-  const auto at = record.find(key);
-  if (at == std::string::npos) return {};
-  const auto end = record.find('"', at + key.size());
-  return record.substr(at + key.size(), end - at - key.size());
-}
 
 /// A lock area (`<scratch>/locks`) and a live `apnea-locks run` holding the lock of
 /// `<scratch>/repo` in it.
