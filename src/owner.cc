@@ -72,53 +72,46 @@ std::string encode_owner(const Owner& owner) {
   return fmt::format("{{\"pid\":{},\"token\":\"{}\"}}", pid_text(owner.pid), token);
 }
 
+Utf8Step utf8_step(std::string_view bytes) {
+  const auto b = static_cast<unsigned char>(bytes[0]);
+  if (b < 0x80) return {1, true};
+  std::size_t needed = 0;
+  unsigned char lower = 0x80, upper = 0xBF;
+  if (b >= 0xC2 && b <= 0xDF) {
+    needed = 1;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    needed = 2;
+    if (b == 0xE0) lower = 0xA0;
+    if (b == 0xED) upper = 0x9F;
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    needed = 3;
+    if (b == 0xF0) lower = 0x90;
+    if (b == 0xF4) upper = 0x8F;
+  } else {
+    return {1, false};
+  }
+  std::size_t k = 1;
+  for (; k <= needed && k < bytes.size(); ++k) {
+    const auto c = static_cast<unsigned char>(bytes[k]);
+    if (c < lower || c > upper) break;
+    lower = 0x80;
+    upper = 0xBF;
+  }
+  if (k <= needed) return {k, false};
+  return {needed + 1, true};
+}
+
 std::string utf8_with_replacement(std::string_view bytes) {
   static constexpr std::string_view replacement = "\xEF\xBF\xBD";
   if (std::all_of(bytes.begin(), bytes.end(), [](char c) { return (c & 0x80) == 0; }))
     return std::string(bytes);  // ASCII, as owner records are: nothing to decode
   std::string out;
   out.reserve(bytes.size());
-  std::size_t i = 0;
-  const std::size_t n = bytes.size();
-  while (i < n) {
-    const auto b = static_cast<unsigned char>(bytes[i]);
-    if (b < 0x80) {
-      out += static_cast<char>(b);
-      ++i;
-      continue;
-    }
-    std::size_t needed = 0;
-    unsigned char lower = 0x80, upper = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) {
-      needed = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      needed = 2;
-      if (b == 0xE0) lower = 0xA0;
-      if (b == 0xED) upper = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      needed = 3;
-      if (b == 0xF0) lower = 0x90;
-      if (b == 0xF4) upper = 0x8F;
-    } else {
-      out += replacement;
-      ++i;
-      continue;
-    }
-    std::size_t k = 1;
-    for (; k <= needed; ++k) {
-      if (i + k >= n) break;
-      const auto c = static_cast<unsigned char>(bytes[i + k]);
-      if (c < lower || c > upper) break;
-      lower = 0x80;
-      upper = 0xBF;
-    }
-    if (k <= needed) {  // maximal subpart of an invalid sequence: one replacement
-      out += replacement;
-      i += k;
-      continue;
-    }
-    out.append(bytes.substr(i, needed + 1));
-    i += needed + 1;
+  for (std::size_t i = 0; i < bytes.size();) {
+    const Utf8Step step = utf8_step(bytes.substr(i));
+    if (step.valid) out.append(bytes.substr(i, step.length));
+    else out += replacement;  // a maximal subpart of an invalid sequence: one replacement
+    i += step.length;
   }
   return out;
 }

@@ -159,6 +159,25 @@ std::optional<std::string_view> status_field(std::string_view status, std::strin
   return value;
 }
 
+/// Reads `dir` to its end (or until `visit` returns false), skipping "." and "..", then
+/// closes it; the readdir error, if any.
+SysResult<void> read_entries(DIR* dir, const std::function<bool(const struct dirent&)>& visit) {
+  for (;;) {
+    errno = 0;
+    struct dirent* item = ::readdir(dir);
+    if (item == nullptr) {
+      const int error = errno;
+      ::closedir(dir);
+      if (error != 0) return fail(error);
+      return {};
+    }
+    if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
+    if (!visit(*item)) break;
+  }
+  ::closedir(dir);
+  return {};
+}
+
 /// Calls `visit` with the pid of every process in /proc; false when /proc cannot be listed.
 bool for_each_process(const std::function<void(std::int64_t)>& visit) {
   DIR* dir = ::opendir("/proc");
@@ -362,22 +381,11 @@ class RealSystem final : public System {
       return fail(error);
     }
     DirEntry entry;
-    for (;;) {
-      errno = 0;
-      struct dirent* item = ::readdir(dir);
-      if (item == nullptr) {
-        int error = errno;
-        ::closedir(dir);
-        if (error != 0) return fail(error);
-        return {};
-      }
-      if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
-      entry.name.assign(item->d_name);
-      entry.type = type_of_dirent(item->d_type);
-      if (!visit(entry)) break;
-    }
-    ::closedir(dir);
-    return {};
+    return read_entries(dir, [&](const struct dirent& item) {
+      entry.name.assign(item.d_name);
+      entry.type = type_of_dirent(item.d_type);
+      return visit(entry);
+    });
   }
 
   SysResult<int> open_directory(const std::string& path) override {
@@ -396,18 +404,12 @@ class RealSystem final : public System {
       return fail(error);
     }
     std::vector<std::string> names;
-    for (;;) {
-      errno = 0;
-      struct dirent* item = ::readdir(dir);
-      if (item == nullptr) {
-        int error = errno;
-        ::closedir(dir);
-        if (error != 0) return fail(error);
-        return names;
-      }
-      if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
-      names.emplace_back(item->d_name);
-    }
+    auto read = read_entries(dir, [&](const struct dirent& item) {
+      names.emplace_back(item.d_name);
+      return true;
+    });
+    if (!read) return std::unexpected(read.error());
+    return names;
   }
 
   SysResult<FileStat> stat_at(int fd, const std::string& name) override {

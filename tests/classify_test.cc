@@ -16,12 +16,13 @@ using namespace apnea_locks;
 namespace {
 
 /// classify, then the policy's fix (judge_entry), as every command judges an entry.
-Verdict judged(const EntryFacts& facts, ClassifyPolicy policy, const EntryLabel* label) {
+Verdict judged(const EntryFacts& facts, ClassifyPolicy policy, const EntryLabel* label,
+               std::optional<std::string> lock_dir = std::nullopt) {
   SurveySettings settings;
   if (!policy.paused) policy.paused = std::vector<ProcessInfo>{};
   settings.judge = policy;
   settings.flags.guard_age_ns = policy.guard_threshold_ns;
-  settings.fix.lock_dir = policy.lock_dir_option;
+  settings.fix.lock_dir = std::move(lock_dir);
   return judge_entry(facts, settings, label).first;
 }
 
@@ -299,10 +300,8 @@ TEST_CASE("the fix command names the repository or home when known, else the pat
   EntryLabel home{LockKind::global_setup, "/home/ann"};
   CHECK(judged(stale_global, policy(), &home).fix == "apnea-locks reclaim --home /home/ann");
 
-  ClassifyPolicy explicit_dir = policy();
-  explicit_dir.lock_dir_option = "/var/tmp/locks";
   EntryFacts malformed = facts_for(EntryRole::lock, rejected(OwnerCheck::json_syntax, 600 * s), std::nullopt);
-  CHECK(judged(malformed, explicit_dir, &repo).fix ==
+  CHECK(judged(malformed, policy(), &repo, "/var/tmp/locks").fix ==
         "apnea-locks reclaim --force --lock-dir /var/tmp/locks --repo '/home/ann/my repo'");
 
   // Debris and guards are named by their own path, even when the repository is known.

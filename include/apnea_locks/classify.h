@@ -70,15 +70,16 @@ struct EntryLabel {
   std::string path;  ///< the canonical repository root, or the home (global setup lock)
 };
 
+/// The default `guard_threshold_ns`: 5 minutes, the default `--guard-age`.
+inline constexpr std::int64_t default_guard_threshold_ns = 300'000'000'000;
+
 /// Settings shared by every entry judged in one pass.
 struct ClassifyPolicy {
   std::int64_t now_ns = 0;
   std::uint32_t area_uid = 0;  ///< the uid the lock area belongs to
   std::int64_t reuse_tolerance_ns = default_reuse_tolerance_ns;
   /// Reclaim guards, and malformed candidates and tombstones, younger than this are in flight.
-  std::int64_t guard_threshold_ns = 300'000'000'000;
-  /// An explicit lock directory, repeated as `--lock-dir` in fix commands.
-  std::optional<std::string> lock_dir_option;
+  std::int64_t guard_threshold_ns = default_guard_threshold_ns;
   /// The host the proofs rest on (gather_host); the default knows nothing, so no proof
   /// judged on it is certain.
   HostFacts host;
@@ -87,8 +88,6 @@ struct ClassifyPolicy {
   std::optional<std::vector<ProcessInfo>> paused;
 };
 
-/// The default `guard_threshold_ns`: 5 minutes, the default `--guard-age`.
-inline constexpr std::int64_t default_guard_threshold_ns = 300'000'000'000;
 
 /// The verdict on one entry.
 struct Verdict {

@@ -85,6 +85,15 @@ std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes);
 /// cannot name a process (not a positive integer) are left out. Pure.
 std::vector<double> named_pids(std::string_view bytes);
 
+/// The UTF-8 sequence `bytes` (not empty) starts with: its length and whether it is valid.
+/// An invalid one's length is its maximal subpart (at least 1), which Node replaces by one
+/// U+FFFD. Pure.
+struct Utf8Step {
+  std::size_t length = 1;
+  bool valid = false;
+};
+Utf8Step utf8_step(std::string_view bytes);
+
 /// UTF-8 decoding as Node's `Buffer.toString("utf8")`: each maximal invalid subpart
 /// becomes U+FFFD.
 std::string utf8_with_replacement(std::string_view bytes);

@@ -13,7 +13,7 @@
 namespace apnea_locks {
 
 /// The default `--guard-age`: 5 minutes (a working guard lives for milliseconds).
-inline constexpr std::int64_t default_guard_age_ns = 300'000'000'000;
+inline constexpr std::int64_t default_guard_age_ns = default_guard_threshold_ns;
 
 /// What reclaim does with an entry.
 enum class PlanAction { keep, remove, refuse };

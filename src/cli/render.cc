@@ -16,34 +16,6 @@ namespace apnea_locks::cli {
 
 namespace {
 
-/// The length of the valid UTF-8 sequence `text` starts with (non-ASCII lead byte), or 0
-/// when it is not one (overlong, surrogate, beyond U+10FFFF, truncated).
-std::size_t utf8_sequence_length(std::string_view text) {
-  const auto b = static_cast<unsigned char>(text[0]);
-  std::size_t needed = 0;
-  unsigned char lower = 0x80, upper = 0xBF;
-  if (b >= 0xC2 && b <= 0xDF) needed = 1;
-  else if (b >= 0xE0 && b <= 0xEF) {
-    needed = 2;
-    if (b == 0xE0) lower = 0xA0;
-    if (b == 0xED) upper = 0x9F;
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    needed = 3;
-    if (b == 0xF0) lower = 0x90;
-    if (b == 0xF4) upper = 0x8F;
-  } else {
-    return 0;
-  }
-  if (text.size() <= needed) return 0;
-  for (std::size_t k = 1; k <= needed; ++k) {
-    const auto c = static_cast<unsigned char>(text[k]);
-    if (c < lower || c > upper) return 0;
-    lower = 0x80;
-    upper = 0xBF;
-  }
-  return needed + 1;
-}
-
 /// True when `text` can stand between quotes as it is: printable ASCII without `"` or `\`.
 /// Nearly every string status writes (names, paths, tokens, reasons) is like this; status
 /// checks some 800 bytes per entry, so 16 at a time (GCC/Clang vector extensions).
@@ -342,12 +314,13 @@ std::string printable(std::string_view text) {
     }
     // A valid UTF-8 sequence is kept, but C1 controls (U+0080..U+009F) are escaped; every
     // byte of an invalid sequence becomes a visible \xNN.
-    const std::size_t length = utf8_sequence_length(text.substr(i));
-    if (length == 0) {
+    const Utf8Step step = utf8_step(text.substr(i));
+    if (!step.valid) {
       out += fmt::format("\\x{:02x}", byte);
       ++i;
       continue;
     }
+    const std::size_t length = step.length;
     if (byte == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0)
       out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));
     else

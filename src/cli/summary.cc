@@ -75,7 +75,6 @@ std::expected<SurveySettings, std::string> judging_policy(System& system, const 
   SurveySettings settings = survey_settings(system, area.directory, timing.tolerance_ns,
                                             timing.guard_age_ns, force);
   if (area.explicit_directory) {
-    settings.judge.lock_dir_option = area.directory;
     settings.fix.lock_dir = area.directory;
   }
   if (timing.guard_age_ns != default_guard_age_ns)
