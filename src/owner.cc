@@ -511,12 +511,16 @@ std::vector<double> named_pids(std::string_view bytes) {
 }
 
 OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid) {
+  return read_owner(system, DirRef{}, lock, uid);
+}
+
+OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, std::uint32_t uid) {
   OwnerRead read;
   auto fail = [&](OwnerRejection rejection) {
     read.owner = std::unexpected(std::move(rejection));
     return read;
   };
-  auto lock_stat = system.lstat(lock);
+  auto lock_stat = system.lstat_in(dir, lock);
   if (!lock_stat) {
     if (lock_stat.error() == std::errc::no_such_file_or_directory)
       return fail(reject(OwnerCheck::lock_missing));
@@ -537,8 +541,10 @@ OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid)
     return fail(rejection);
   }
 
-  const std::string owner_path = lock + "/" + std::string(owner_file_name);
-  auto fd = system.open_read(owner_path);
+  std::string owner_path(lock);
+  owner_path += '/';
+  owner_path += owner_file_name;
+  auto fd = system.open_read_in(dir, owner_path);
   if (!fd) {
     if (fd.error() == std::errc::no_such_file_or_directory)
       return fail(reject(OwnerCheck::owner_missing));
@@ -608,14 +614,19 @@ bool same_rejection(const OwnerRead& first, const OwnerRead& second) {
 
 SettledRead read_owner_settled(System& system, const std::string& lock, std::uint32_t uid,
                                int reads) {
-  SettledRead result{read_owner(system, lock, uid), true};
+  return read_owner_settled(system, DirRef{}, lock, uid, reads);
+}
+
+SettledRead read_owner_settled(System& system, const DirRef& dir, std::string_view lock,
+                               std::uint32_t uid, int reads) {
+  SettledRead result{read_owner(system, dir, lock, uid), true};
   for (int done = 1;; ++done) {
     if (result.read.owner || result.read.owner.error().lock_vanished()) return result;
     if (done >= reads) {
       result.settled = false;
       return result;
     }
-    OwnerRead again = read_owner(system, lock, uid);
+    OwnerRead again = read_owner(system, dir, lock, uid);
     const bool agree = !again.owner && same_rejection(result.read, again);
     result.read = std::move(again);
     if (agree) return result;

@@ -6,7 +6,9 @@
 #include <pwd.h>
 #include <signal.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
@@ -14,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -412,6 +415,39 @@ class RealSystem final : public System {
     return names;
   }
 
+  SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) override {
+    if (dir.fd < 0) return lstat(dir.join(name));
+    const std::string relative(name);
+    struct stat st {};
+    if (::fstatat(dir.fd, relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail_errno();
+    return from_stat(st);
+  }
+
+  SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) override {
+    if (dir.fd < 0) return open_read(dir.join(relative));
+    const std::string name(relative);
+    struct open_how how {};
+    how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    // openat2 (Linux 5.6): no component may be a symlink. Without it, openat refuses only a
+    // final one, as open_read does.
+    static std::atomic<bool> no_openat2{false};
+    if (!no_openat2.load(std::memory_order_relaxed)) {
+      for (int tries = 1;; ++tries) {
+        const long fd = ::syscall(SYS_openat2, dir.fd, name.c_str(), &how, sizeof how);
+        if (fd >= 0) return static_cast<int>(fd);
+        // EAGAIN: a rename elsewhere raced the walk (RESOLVE_BENEATH); try a few times.
+        if ((errno == EAGAIN && tries < 8) || errno == EINTR) continue;
+        if (errno != ENOSYS && errno != EPERM) return fail_errno();  // EPERM: a seccomp filter
+        no_openat2.store(true, std::memory_order_relaxed);
+        break;
+      }
+    }
+    const int fd = ::openat(dir.fd, name.c_str(), static_cast<int>(how.flags));
+    if (fd < 0) return fail_errno();
+    return fd;
+  }
+
   SysResult<FileStat> stat_at(int fd, const std::string& name) override {
     struct stat st {};
     if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail_errno();
@@ -698,6 +734,16 @@ class RealSystem final : public System {
 System& real_system() {
   static RealSystem system;
   return system;
+}
+
+std::string DirRef::join(std::string_view name) const {
+  if (path.empty()) return std::string(name);
+  std::string joined;
+  joined.reserve(path.size() + 1 + name.size());
+  joined.append(path);
+  if (joined.back() != '/') joined += '/';
+  joined.append(name);
+  return joined;
 }
 
 std::string_view file_type_name(FileType type) {

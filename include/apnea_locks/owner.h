@@ -111,6 +111,8 @@ struct OwnerRead {
 /// O_NOFOLLOW|O_NONBLOCK (a symlink is refused, a FIFO cannot hang), is a regular file
 /// owned by `uid` with no group/other bits, 1..4096 bytes, and decodes (decode_owner).
 OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid);
+/// read_owner of the lock named `lock` inside `dir` (System::lstat_in, open_read_in).
+OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, std::uint32_t uid);
 
 /// A read_owner whose result can be trusted not to be a race artifact.
 struct SettledRead {
@@ -126,5 +128,8 @@ struct SettledRead {
 /// all; an accepted read, or a vanished lock, ends it at once.
 SettledRead read_owner_settled(System& system, const std::string& lock, std::uint32_t uid,
                                int reads = 5);
+/// read_owner_settled of the lock named `lock` inside `dir`.
+SettledRead read_owner_settled(System& system, const DirRef& dir, std::string_view lock,
+                               std::uint32_t uid, int reads = 5);
 
 }  // namespace apnea_locks

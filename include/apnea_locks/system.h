@@ -67,6 +67,16 @@ struct ProcessInfo {
   std::vector<std::int64_t> nspid{};
 };
 
+/// A directory a survey reads entry by entry: its path, and a descriptor open on it (or -1).
+/// Calls `*_in` resolve names relative to the descriptor when there is one, else relative
+/// to `path` joined as `path/name` (an empty `path`: the name is a path of its own).
+struct DirRef {
+  int fd = -1;
+  std::string path;
+  /// `path/name`, or `name` when `path` is empty: the path the `*_in` calls stand for.
+  std::string join(std::string_view name) const;
+};
+
 /// A user account from the passwd database.
 struct Account {
   std::string name;
@@ -76,7 +86,9 @@ struct Account {
 };
 
 /// Every operating-system call the tool makes. `real_system()` talks to the kernel; tests
-/// wrap it (see tests/staged_system.h) to stage races, crashes and process tables.
+/// wrap it (see tests/staged_system.h) to stage races, crashes and process tables. The real
+/// one may be called from several threads at once (a survey with jobs > 1); a wrapper need
+/// not be, and is surveyed with one job.
 class System {
  public:
   virtual ~System() = default;
@@ -137,6 +149,18 @@ class System {
   virtual SysResult<FileStat> stat_at(int fd, const std::string& name) = 0;
   /// unlinkat(2) of the file `name` in the directory `fd` (never a directory).
   virtual SysResult<void> unlink_at(int fd, const std::string& name) = 0;
+  /// lstat of `name` inside `dir`: fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW). The default
+  /// is lstat(dir.join(name)), so a wrapper that stages path calls sees this one too.
+  virtual SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) {
+    return lstat(dir.join(name));
+  }
+  /// open_read of `relative` inside `dir`. The kernel's version resolves it beneath the
+  /// descriptor with no symlink in any component (openat2 RESOLVE_BENEATH |
+  /// RESOLVE_NO_SYMLINKS: ELOOP, or EXDEV for `..`), where open_read refuses only a final
+  /// symlink. The default is open_read(dir.join(relative)).
+  virtual SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) {
+    return open_read(dir.join(relative));
+  }
 
   // Processes.
   /// kill(pid, 0): 0 when the signal could be sent, else the errno (ESRCH, EPERM, ...).
