@@ -16,6 +16,17 @@ constexpr std::string_view candidate_infix = ".candidate.";
 constexpr std::string_view tombstone_infix = ".tombstone.";
 }  // namespace
 
+std::string_view role_suffix(EntryRole role) {
+  switch (role) {
+    case EntryRole::reclaim_guard: return guard_suffix;
+    case EntryRole::candidate: return candidate_infix;
+    case EntryRole::tombstone: return tombstone_infix;
+    case EntryRole::lock:
+    case EntryRole::unknown: break;
+  }
+  return {};
+}
+
 std::string reclaim_guard_path(std::string_view lock) {
   return std::string(lock) + std::string(guard_suffix);
 }
@@ -114,10 +125,10 @@ EntryName parse_entry_name(std::string_view name) {
   LockKind kind = LockKind::unknown;
   std::string_view rest;
   for (LockKind candidate : {LockKind::repository, LockKind::global_setup}) {
-    std::string prefix = std::string(kind_name(candidate)) + "-";
-    if (name.starts_with(prefix)) {
+    const std::string_view prefix = kind_name(candidate);  // then '-'
+    if (name.size() > prefix.size() && name.starts_with(prefix) && name[prefix.size()] == '-') {
       kind = candidate;
-      rest = name.substr(prefix.size());
+      rest = name.substr(prefix.size() + 1);
       break;
     }
   }

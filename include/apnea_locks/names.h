@@ -45,6 +45,11 @@ std::string tombstone_path(std::string_view lock, std::string_view uuid);
 /// What an entry of the lock directory is.
 enum class EntryRole { lock, candidate, tombstone, reclaim_guard, unknown };
 
+/// What follows the lock's name in the name of an entry of `role`, before a candidate's
+/// token or a tombstone's uuid: "", ".reclaim", ".candidate." or ".tombstone." ("" for
+/// unknown).
+std::string_view role_suffix(EntryRole role);
+
 /// "lock", "candidate", "tombstone", "reclaim-guard" or "unknown".
 std::string_view role_name(EntryRole role);
 
