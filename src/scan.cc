@@ -20,16 +20,20 @@ ProcessFacts ProcessCache::own(double pid) {
   if (!(pid > 0) || pid > 2147483647.0) return gather_process(system_, pid, nullptr);
   const auto number = static_cast<std::int64_t>(pid);
   const auto index = static_cast<std::size_t>(number);
-  if (index < dead_.size() && dead_[index]) {
-    ProcessFacts facts;
-    facts.pid = pid;
-    facts.signal_errno = ESRCH;
-    return facts;
+  {
+    std::lock_guard lock(mutex_);
+    if (index < dead_.size() && dead_[index]) {
+      ProcessFacts facts;
+      facts.pid = pid;
+      facts.signal_errno = ESRCH;
+      return facts;
+    }
+    if (auto found = other_.find(number); found != other_.end()) return found->second;
   }
-  if (auto found = other_.find(number); found != other_.end()) return found->second;
 
   ProcessFacts facts = gather_process(system_, pid, nullptr);
   const bool dead = facts.signal_errno == ESRCH && !facts.info;
+  std::lock_guard lock(mutex_);
   if (dead && index < bitset_limit) {
     if (index >= dead_.size()) dead_.resize(std::max<std::size_t>(4096, std::bit_ceil(index + 1)));
     dead_[index] = true;
@@ -40,7 +44,8 @@ ProcessFacts ProcessCache::own(double pid) {
 }
 
 ProcessFacts ProcessCache::with_carriers(ProcessFacts facts, bool needed) {
-  if (!view_ && needed) view_ = system_.namespace_view();
+  std::lock_guard lock(mutex_);
+  if (!view_ && needed) view_ = system_.namespace_view();  // once: the others wait for it
   if (view_) {
     facts.ns_carriers = namespace_carriers(*view_, facts.pid);
     facts.namespace_view_read = true;
@@ -50,15 +55,22 @@ ProcessFacts ProcessCache::with_carriers(ProcessFacts facts, bool needed) {
 
 ProcessFacts ProcessCache::get(double pid, std::uint32_t area_uid, std::int64_t written_ns) {
   ProcessFacts facts = own(pid);
-  if (view_) return with_carriers(std::move(facts), true);
+  HostFacts widest = host_;
+  {
+    std::lock_guard lock(mutex_);
+    if (view_) {
+      facts.ns_carriers = namespace_carriers(*view_, facts.pid);
+      facts.namespace_view_read = true;
+      return facts;
+    }
+    if (widest.boot_time_ns <= 0) {
+      if (boot_time_ns_ < 0) boot_time_ns_ = system_.boot_time_ns();
+      widest.boot_time_ns = boot_time_ns_;
+    }
+  }
   // Would any policy's judgement exclude (or miss) the carrier in our namespace? Only then
   // can carriers elsewhere change it.
-  HostFacts widest = host_;
   widest.idmapped = false;
-  if (widest.boot_time_ns <= 0) {
-    if (boot_time_ns_ < 0) boot_time_ns_ = system_.boot_time_ns();
-    widest.boot_time_ns = boot_time_ns_;
-  }
   const DeathProof reason =
       judge_death(facts, widest, area_uid, written_ns, minimum_reuse_tolerance_ns).reason;
   return with_carriers(std::move(facts),
@@ -93,8 +105,8 @@ constexpr std::int64_t record_scan_limit = std::int64_t{1} << 20;
 /// Fills `facts.named` (every pid the record names, probed) and `facts.pids_unknown`. A
 /// record Apnea rejected before reading its bytes is read here without following a symlink
 /// and without blocking on a FIFO, so a malformed record still names its writer.
-void name_pids(System& system, EntryFacts& facts, const OwnerRead& read, std::uint32_t uid,
-               ProcessCache& processes) {
+void name_pids(System& system, const DirRef& dir, EntryFacts& facts, const OwnerRead& read,
+               std::uint32_t uid, ProcessCache& processes) {
   std::optional<std::string> bytes = read.bytes;
   if (!bytes && !read.owner) {
     switch (read.owner.error().check) {
@@ -107,8 +119,10 @@ void name_pids(System& system, EntryFacts& facts, const OwnerRead& read, std::ui
         return;
       default: break;
     }
-    const std::string path = facts.path + "/" + std::string(owner_file_name);
-    auto fd = system.open_read(path);
+    std::string relative = facts.name;
+    relative += '/';
+    relative += owner_file_name;
+    auto fd = system.open_read_in(dir, relative);
     if (fd) {
       auto st = system.fstat(*fd);
       if (st && st->type == FileType::regular && st->size <= record_scan_limit) {
@@ -157,40 +171,59 @@ void name_pids(System& system, EntryFacts& facts, const OwnerRead& read, std::ui
 }
 
 /// gather_entry, sharing `processes` across a scan.
-EntryFacts gather(System& system, std::string_view lock_directory, std::string_view name,
-                  std::uint32_t uid, ProcessCache& processes, int reread_limit) {
+EntryFacts gather(System& system, const DirRef& dir, std::string_view name, EntryName parsed,
+                  std::uint32_t uid, ProcessCache& processes, int reread_limit, GuardListing guard) {
   EntryFacts facts;
   facts.name = std::string(name);
-  facts.path = entry_path(lock_directory, name);
-  facts.parsed = parse_entry_name(name);
+  facts.path = dir.join(name);
+  facts.parsed = std::move(parsed);
 
   if (!has_owner_record(facts.parsed.role)) {
-    auto st = system.lstat(facts.path);
+    auto st = system.lstat_in(dir, name);
     if (st) facts.stat = *st;
     return facts;
   }
 
+  auto fill = [&](OwnerRead read) {
+    facts.stat = read.lock_stat;
+    facts.written_ns = read.owner_stat ? read.owner_stat->mtime_ns : 0;
+    if (read.owner) facts.process = processes.get(read.owner->pid, uid, facts.written_ns);
+    name_pids(system, dir, facts, read, uid, processes);
+    facts.owner = std::move(read);
+  };
+  OwnerRead read = read_owner(system, dir, name, uid);
+  if (!read.owner && read.owner.error().lock_vanished()) return facts;  // gone: no stat
+  const bool rejected_lock = facts.parsed.role == EntryRole::lock && !read.owner;
+  fill(std::move(read));
   // A lock that changes under the reader (a release, then maybe a new owner reusing the
   // inode number) is read again, never reported malformed: the core's settled-read rule.
-  OwnerRead read;
-  if (facts.parsed.role == EntryRole::lock) {
-    SettledRead settled = read_owner_settled(system, facts.path, uid, reread_limit + 1);
-    facts.kept_changing = !settled.settled;
-    read = std::move(settled.read);
-  } else {
-    read = read_owner(system, facts.path, uid);
+  // One lstat after the probes settles it when the directory is unchanged: Apnea never
+  // rewrites a published owner.json, and a lock renamed away or replaced has another
+  // inode or ctime. Otherwise whole reads follow until two agree (read_owner_settled).
+  if (rejected_lock) {
+    const std::optional<FileStat>& first = facts.owner->lock_stat;
+    const std::optional<FileStat> again =
+        first ? system.lstat_in(dir, name).value_or(FileStat{}) : std::optional<FileStat>();
+    if (first && again && again->type == first->type && again->same_object(*first) &&
+        again->ctime_ns == first->ctime_ns && again->mtime_ns == first->mtime_ns) {
+      facts.confirmed_after_probe = true;
+    } else {
+      EntryFacts fresh;
+      fresh.name = std::move(facts.name);
+      fresh.path = std::move(facts.path);
+      fresh.parsed = std::move(facts.parsed);
+      facts = std::move(fresh);
+      SettledRead settled = read_owner_settled(system, dir, name, uid, reread_limit);
+      facts.kept_changing = !settled.settled;
+      if (!settled.read.owner && settled.read.owner.error().lock_vanished()) return facts;
+      fill(std::move(settled.read));
+    }
   }
-  if (!read.owner && read.owner.error().lock_vanished()) return facts;  // gone: no stat
-  facts.stat = read.lock_stat;
-  facts.written_ns = read.owner_stat ? read.owner_stat->mtime_ns : 0;
-  if (read.owner) facts.process = processes.get(read.owner->pid, uid, facts.written_ns);
-  name_pids(system, facts, read, uid, processes);
-  facts.owner = std::move(read);
   // A lock's guard decides its reclamation; a candidate's or tombstone's too, since they
-  // are removed only while holding it.
-  if (!facts.kept_changing) {
-    auto guard = system.lstat(entry_path(lock_directory, reclaim_guard_path(facts.parsed.lock_name())));
-    if (guard) facts.guard = *guard;
+  // are removed only while holding it. A survey knows from its listing whether there is one.
+  if (!facts.kept_changing && guard != GuardListing::absent) {
+    auto found = system.lstat_in(dir, reclaim_guard_path(facts.parsed.lock_name()));
+    if (found) facts.guard = *found;
   }
   return facts;
 }
@@ -199,7 +232,14 @@ EntryFacts gather(System& system, std::string_view lock_directory, std::string_v
 
 EntryFacts gather_entry(System& system, std::string_view lock_directory, std::string_view name,
                         std::uint32_t uid, ProcessCache& processes, int reread_limit) {
-  return gather(system, lock_directory, name, uid, processes, reread_limit);
+  return gather(system, DirRef{-1, std::string(lock_directory)}, name, parse_entry_name(name), uid,
+                processes, reread_limit, GuardListing::unknown);
+}
+
+EntryFacts gather_entry_in(System& system, const DirRef& directory, std::string_view name,
+                           EntryName parsed, std::uint32_t uid, ProcessCache& processes,
+                           GuardListing guard, int reread_limit) {
+  return gather(system, directory, name, std::move(parsed), uid, processes, reread_limit, guard);
 }
 
 SysResult<void> scan_area(System& system, const std::string& lock_directory, std::uint32_t uid,
@@ -207,8 +247,9 @@ SysResult<void> scan_area(System& system, const std::string& lock_directory, std
   ProcessCache processes(system);
   // One pass over the directory (issue 3): each lock's guard is looked up with one lstat.
   return system.list_directory(lock_directory, [&](const DirEntry& entry) {
-    EntryFacts facts = gather(system, lock_directory, entry.name, uid, processes,
-                              default_reread_limit);
+    EntryFacts facts = gather(system, DirRef{-1, lock_directory}, entry.name,
+                              parse_entry_name(entry.name), uid, processes, default_reread_limit,
+                              GuardListing::unknown);
     if (!facts.stat && !facts.kept_changing) return true;  // vanished since the listing
     return visit(facts);
   });

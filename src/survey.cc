@@ -1,6 +1,15 @@
 #include "apnea_locks/survey.h"
 
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "apnea_locks/names.h"
 
@@ -22,13 +31,6 @@ bool unchanged_since(System& system, const EntryFacts& facts) {
   auto now = system.lstat(facts.path);
   return now && now->same_object(*facts.stat) && now->ctime_ns == facts.stat->ctime_ns &&
          now->mtime_ns == facts.stat->mtime_ns;
-}
-
-/// The settings with the process table read, when a guard may have to be judged.
-void note_paused(System& system, SurveySettings& settings, bool& read) {
-  if (read) return;
-  read = true;
-  settings.judge.paused = system.paused_processes();
 }
 
 bool needs_paused(const EntryFacts& facts, const SurveySettings& settings) {
@@ -76,50 +78,278 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
   return {std::move(verdict), std::move(decision)};
 }
 
+namespace {
+
+/// The names of one listing, packed so that 100k entries stay small: a protocol name (kind,
+/// role, 64 hex digits, suffix) as its kind and role, 32 bytes of key and its suffix; any
+/// other name as its bytes. Index order is listing order.
+class PackedNames {
+ public:
+  /// Adds `name`; returns the name of its lock when it is a reclaim guard, else "".
+  std::string add(std::string_view name) {
+    starts_.push_back(static_cast<std::uint32_t>(bytes_.size()));
+    const Packed packed = pack(name);
+    if (packed.role == EntryRole::unknown) {
+      bytes_ += '\0';
+      bytes_ += name;
+      bytes_ += '\0';
+      return {};
+    }
+    const std::size_t at = bytes_.size();
+    bytes_ += static_cast<char>(1 + static_cast<int>(packed.kind) * 8 + static_cast<int>(packed.role));
+    for (std::size_t i = 0; i < 64; i += 2)
+      bytes_ += static_cast<char>(hex_value(packed.key[i]) * 16 + hex_value(packed.key[i + 1]));
+    bytes_ += static_cast<char>(packed.suffix.size());
+    bytes_ += packed.suffix;
+    if (packed.role != EntryRole::reclaim_guard) return {};
+    std::string lock = name_at(at);
+    lock.resize(lock.size() - role_suffix(EntryRole::reclaim_guard).size());
+    return lock;
+  }
+  std::size_t size() const { return starts_.size(); }
+  std::string name(std::size_t index) const { return name_at(starts_[index]); }
+
+ private:
+  static int hex_value(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+
+  /// A protocol name taken apart without allocating (parse_entry_name's grammar, exactly:
+  /// name_at spells the same name again); role unknown for any other name.
+  struct Packed {
+    LockKind kind = LockKind::unknown;
+    EntryRole role = EntryRole::unknown;
+    std::string_view key, suffix;
+  };
+  static Packed pack(std::string_view name) {
+    Packed packed;
+    for (LockKind kind : {LockKind::repository, LockKind::global_setup}) {
+      const std::string_view prefix = kind_name(kind);
+      if (name.size() > prefix.size() && name.starts_with(prefix) && name[prefix.size()] == '-') {
+        packed.kind = kind;
+        name.remove_prefix(prefix.size() + 1);
+        break;
+      }
+    }
+    if (packed.kind == LockKind::unknown || name.size() < 69 || name.substr(64, 5) != ".lock") return {};
+    for (char c : name.substr(0, 64))
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
+    packed.key = name.substr(0, 64);
+    const std::string_view tail = name.substr(69);
+    if (tail.empty()) {
+      packed.role = EntryRole::lock;
+      return packed;
+    }
+    for (EntryRole role : {EntryRole::reclaim_guard, EntryRole::candidate, EntryRole::tombstone}) {
+      const std::string_view infix = role_suffix(role);
+      if (role == EntryRole::reclaim_guard ? tail == infix
+                                           : tail.size() > infix.size() && tail.starts_with(infix)) {
+        packed.role = role;
+        packed.suffix = tail.substr(infix.size());
+        if (packed.suffix.size() > 255) return {};  // kept as is (no name is that long)
+        return packed;
+      }
+    }
+    return {};
+  }
+  std::string name_at(std::size_t at) const {
+    const auto tag = static_cast<unsigned char>(bytes_[at]);
+    if (tag == 0) return std::string(bytes_.c_str() + at + 1);
+    const auto kind = static_cast<LockKind>((tag - 1) / 8);
+    const auto role = static_cast<EntryRole>((tag - 1) % 8);
+    static constexpr char digits[] = "0123456789abcdef";
+    char key[64];
+    for (std::size_t i = 0; i < 32; ++i) {
+      const auto byte = static_cast<unsigned char>(bytes_[at + 1 + i]);
+      key[2 * i] = digits[byte >> 4];
+      key[2 * i + 1] = digits[byte & 15];
+    }
+    const std::size_t suffix_size = static_cast<unsigned char>(bytes_[at + 33]);
+    const std::string_view suffix(bytes_.data() + at + 34, suffix_size);
+    const std::string_view tail = role_suffix(role);
+    const std::string_view prefix = kind_name(kind);
+    std::string name;
+    name.reserve(prefix.size() + 70 + tail.size() + suffix.size());
+    name.append(prefix).append("-").append(key, sizeof key).append(".lock").append(tail).append(suffix);
+    return name;
+  }
+
+  std::string bytes_;
+  std::vector<std::uint32_t> starts_;
+};
+
+/// The most entries a survey holds gathered but not yet visited, per job.
+constexpr std::size_t window_per_job = 64;
+
+/// Fewer entries than this are surveyed on the calling thread alone.
+constexpr std::size_t parallel_threshold = 64;
+
+}  // namespace
+
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
-                                   const SurveySettings& given, const LabelIndex& labels,
+                                   const SurveySettings& settings, const LabelIndex& labels,
                                    const std::set<std::string>& expected_locks,
                                    const std::function<void(const JudgedEntry&)>& visit) {
-  SurveySettings settings = given;
-  bool paused_read = false;
-  std::size_t listed = 0;
-  std::set<std::string> absent = expected_locks;
+  // The listing first, in one pass: which names there are, and which locks have a guard.
+  PackedNames names;
+  std::unordered_set<std::string> guarded;  // lock names with a `.reclaim` entry listed
+  auto listed = system.list_directory(directory, [&](const DirEntry& entry) {
+    if (std::string lock = names.add(entry.name); !lock.empty()) guarded.insert(std::move(lock));
+    return true;
+  });
+  if (!listed) return std::unexpected(listed.error());
+
+  // Every per-entry call relative to the directory, opened once (not following a symlink);
+  // if it cannot be opened now, by path.
+  DirRef dir{-1, directory};
+  if (auto fd = system.open_directory(directory)) dir.fd = *fd;
+  struct CloseDir {
+    System& system;
+    int fd;
+    ~CloseDir() {
+      if (fd >= 0) system.close(fd);
+    }
+  } close_dir{system, dir.fd};
+
   ProcessCache processes(system, settings.judge.host);
+  // The process table's paused processes, read once, when a guard old enough to need them
+  // is judged; each entry is judged with them only if it needs them, so every verdict is
+  // the same whatever order the entries are judged in.
+  std::once_flag paused_once;
+  SurveySettings with_paused;
   auto label_of = [&](const EntryFacts& facts) -> const EntryLabel* {
     return facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
   };
   auto judge = [&](const EntryFacts& facts) {
-    if (needs_paused(facts, settings)) note_paused(system, settings, paused_read);
-    return judge_entry(facts, settings, label_of(facts));
+    if (!needs_paused(facts, settings)) return judge_entry(facts, settings, label_of(facts));
+    std::call_once(paused_once, [&] {
+      with_paused = settings;
+      with_paused.judge.paused = system.paused_processes();
+    });
+    return judge_entry(facts, with_paused, label_of(facts));
   };
-  auto scanned = system.list_directory(directory, [&](const DirEntry& entry) {
-    ++listed;
-    EntryFacts facts = gather_entry(system, directory, entry.name, settings.judge.area_uid, processes);
-    if (!facts.stat && !facts.kept_changing) return true;  // vanished since the listing
+
+  struct Judged {
+    EntryFacts facts;
+    Verdict verdict;
+    Decision decision;
+  };
+  // Gathers, judges and re-confirms entry `index`; nothing when it vanished.
+  auto survey_one = [&](std::size_t index) -> std::optional<Judged> {
+    const std::string name = names.name(index);
+    EntryName parsed = parse_entry_name(name);
+    GuardListing guard = GuardListing::unknown;
+    if (parsed.role != EntryRole::unknown && parsed.role != EntryRole::reclaim_guard)
+      guard = !guarded.empty() && guarded.contains(parsed.lock_name()) ? GuardListing::present
+                                                                       : GuardListing::absent;
+    const std::uint32_t uid = settings.judge.area_uid;
+    EntryFacts facts = gather_entry_in(system, dir, name, std::move(parsed), uid, processes, guard);
+    if (!facts.stat && !facts.kept_changing) return std::nullopt;  // vanished since the listing
     auto judged = judge(facts);
     // A verdict of death is re-confirmed before it is reported: the lock must still be the
     // same object with the same owner record after the probe, else it changed under us (a
     // release, then a new owner) and is gathered again, with fresh probes. Only a lock's
     // name is reused by a new owner; a candidate's or tombstone's name holds its own token
-    // or uuid, so once gone it does not come back.
+    // or uuid, so once gone it does not come back. (A guard published since the listing is
+    // looked up again here.)
     for (int tries = 0; facts.parsed.role == EntryRole::lock && facts.stat && !facts.kept_changing &&
                         judged.first.proof_class != ProofClass::none;
          ++tries) {
-      if (unchanged_since(system, facts)) break;
+      if (facts.confirmed_after_probe || unchanged_since(system, facts)) break;
       if (tries == reconfirm_limit) {
         facts.kept_changing = true;  // never the same twice: changing, not dead
       } else {
         ProcessCache fresh(system, settings.judge.host);
-        facts = gather_entry(system, directory, entry.name, settings.judge.area_uid, fresh);
-        if (!facts.stat && !facts.kept_changing) return true;  // released for good
+        facts = gather_entry_in(system, dir, name, parse_entry_name(name), uid, fresh,
+                                GuardListing::unknown);
+        if (!facts.stat && !facts.kept_changing) return std::nullopt;  // released for good
       }
       judged = judge(facts);
     }
-    if (facts.parsed.role == EntryRole::lock) absent.erase(facts.name);
-    visit(JudgedEntry{facts, judged.first, judged.second, label_of(facts)});
-    return true;
-  });
-  if (!scanned) return std::unexpected(scanned.error());
+    return Judged{std::move(facts), std::move(judged.first), std::move(judged.second)};
+  };
+
+  std::set<std::string> absent = expected_locks;
+  auto deliver = [&](const Judged& judged) {
+    if (judged.facts.parsed.role == EntryRole::lock) absent.erase(judged.facts.name);
+    visit(JudgedEntry{judged.facts, judged.verdict, judged.decision, label_of(judged.facts)});
+  };
+
+  const std::size_t count = names.size();
+  const std::size_t jobs = std::min<std::size_t>(std::max(settings.jobs, 1U), count);
+  if (jobs <= 1 || count < parallel_threshold) {
+    for (std::size_t i = 0; i < count; ++i)
+      if (auto judged = survey_one(i)) deliver(*judged);
+  } else {
+    (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
+    // `jobs` workers gather and judge entries in listing order into a window of slots; this
+    // thread visits them in that order as they complete, so the output is the same as one
+    // job's. A worker runs at most `window` entries ahead of the visits.
+    const std::size_t window = jobs * window_per_job;
+    struct Slot {
+      bool ready = false;
+      std::optional<Judged> judged;
+      std::exception_ptr error;
+    };
+    std::vector<Slot> slots(window);
+    std::mutex mutex;
+    std::condition_variable slot_ready, slot_free;
+    std::size_t next = 0;      // the next index a worker takes
+    std::size_t visited = 0;   // entries visited so far
+    bool stopping = false;
+    auto work = [&] {
+      for (;;) {
+        std::size_t index;
+        {
+          std::unique_lock lock(mutex);
+          slot_free.wait(lock, [&] { return stopping || next >= count || next < visited + window; });
+          if (stopping || next >= count) return;
+          index = next++;
+        }
+        Slot result;
+        try {
+          result.judged = survey_one(index);
+        } catch (...) {
+          result.error = std::current_exception();
+        }
+        result.ready = true;
+        std::lock_guard lock(mutex);
+        slots[index % window] = std::move(result);
+        if (index == visited) slot_ready.notify_one();
+      }
+    };
+    std::vector<std::jthread> workers;
+    struct Stop {  // on every way out: no worker waits for a visit that will not come
+      std::mutex& mutex;
+      std::condition_variable& slot_free;
+      bool& stopping;
+      std::vector<std::jthread>& workers;
+      ~Stop() {
+        {
+          std::lock_guard lock(mutex);
+          stopping = true;
+        }
+        slot_free.notify_all();
+        workers.clear();  // joins
+      }
+    } stop{mutex, slot_free, stopping, workers};
+    for (std::size_t i = 0; i < jobs; ++i) workers.emplace_back(work);
+    for (; visited < count;) {
+      Slot slot;
+      {
+        std::unique_lock lock(mutex);
+        slot_ready.wait(lock, [&] { return slots[visited % window].ready; });
+        slot = std::move(slots[visited % window]);
+        slots[visited % window] = Slot{};
+      }
+      if (slot.error) std::rethrow_exception(slot.error);
+      if (slot.judged) deliver(*slot.judged);
+      {
+        std::lock_guard lock(mutex);
+        ++visited;
+      }
+      slot_free.notify_all();
+    }
+  }
+
   for (const std::string& name : absent) {
     EntryFacts facts;
     facts.name = name;
@@ -128,7 +358,7 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     const auto judged = judge(facts);
     visit(JudgedEntry{facts, judged.first, judged.second, label_of(facts)});
   }
-  return listed;
+  return count;
 }
 
 EntryFacts survey_entry(System& system, const std::string& directory, const std::string& name,

@@ -212,7 +212,7 @@ TEST_CASE("a lock replaced during the owner read is read again") {
   CHECK(facts.process->pid == live_pid);
 }
 
-TEST_CASE("a genuinely malformed lock is read twice, found the same, and reported") {
+TEST_CASE("a genuinely malformed lock is read once, found unchanged after the probe, and reported") {
   TempDir area;
   StagedSystem system;
   const std::string name = fake_lock_name("broken");
@@ -221,11 +221,35 @@ TEST_CASE("a genuinely malformed lock is read twice, found the same, and reporte
   REQUIRE(seen.size() == 1);
   const EntryFacts& facts = seen.at(name);
   CHECK_FALSE(facts.kept_changing);
+  CHECK(facts.confirmed_after_probe);
   REQUIRE_FALSE(facts.owner->owner);
   CHECK(facts.owner->owner.error().reason() == "json-syntax");
-  // Two whole reads that agree (read_owner_settled): a race cannot look like this.
+  // One whole read, then one lstat after the probe of pid 12 finding the same directory
+  // with the same ctime and mtime: a race (release, new owner) cannot look like this.
   CHECK(count_call(system, "lstat " + lock) == 2);
-  CHECK(count_call(system, "open " + lock + "/owner.json") == 2);
+  CHECK(count_call(system, "open " + lock + "/owner.json") == 1);
+  const auto& calls = system.calls;
+  const auto probe = std::find(calls.begin(), calls.end(), "kill 12");
+  REQUIRE(probe != calls.end());
+  CHECK(std::find(probe, calls.end(), "lstat " + lock) != calls.end());
+}
+
+TEST_CASE("a malformed lock whose directory changed before the re-check is read whole until two reads agree") {
+  TempDir area;
+  StagedSystem system;
+  const std::string name = fake_lock_name("touched");
+  const std::string lock = make_entry(area.path(), name, "{\"pid\":12,");
+  int lstats = 0;
+  system.before = [&](std::string_view op, const std::string& path) {
+    if (op == "lstat" && path == lock && ++lstats == 2) age_path(lock, 60);  // a new mtime
+  };
+  auto seen = scan_all(system, area.path());
+  REQUIRE(seen.size() == 1);
+  const EntryFacts& facts = seen.at(name);
+  CHECK_FALSE(facts.kept_changing);
+  CHECK_FALSE(facts.confirmed_after_probe);
+  CHECK(facts.owner->owner.error().reason() == "json-syntax");
+  CHECK(count_call(system, "open " + lock + "/owner.json") == 3);  // the first, then two that agree
 }
 
 TEST_CASE("a lock that changes on every read is reported as changing, not malformed") {

@@ -94,3 +94,110 @@ TEST_CASE("a lock that changes on every re-confirmation is reported in flight, n
   CHECK(seen[0].state == "in-flight");
   CHECK(seen[0].action != PlanAction::remove);
 }
+
+namespace {
+
+/// Everything a survey reports of one entry, as text, for comparing two surveys.
+std::string report_of(const JudgedEntry& e) {
+  return e.facts.name + " | " + std::string(state_name(e.verdict.state)) + " | " + e.verdict.reason +
+         " | guard " + (e.facts.guard ? "yes" : "no") + " | " +
+         std::to_string(static_cast<int>(e.decision.action)) + " | " + e.decision.why + " | " +
+         e.verdict.fix;
+}
+
+/// A real area of `n` entries of every kind: live, dead and malformed locks, candidates,
+/// tombstones, young and old guards (listed before or after their locks, as the directory
+/// hashes them), hostile names, a symlink and a FIFO.
+void fill_mixed_area(const std::string& dir, int n) {
+  const pid_t dead = dead_pid();
+  for (int i = 0; i < n; ++i) {
+    const std::string name = fake_lock_name("mixed-" + std::to_string(i));
+    switch (i % 12) {
+      case 0: make_entry(dir, name, owner_json(::getpid())); break;
+      case 1: make_entry(dir, name, owner_json(dead)); break;
+      case 2: make_entry(dir, name, owner_json(4'000'000 + i)); break;
+      case 3: make_entry(dir, name, "not json", 0700, 0644); break;
+      case 4: make_entry(dir, name, owner_json(::getpid()), 0700, 0644); break;
+      case 5:
+        make_entry(dir, name, owner_json(dead));
+        make_dir(dir + "/" + reclaim_guard_path(name));
+        break;
+      case 6:
+        make_entry(dir, name, owner_json(dead));
+        make_dir(dir + "/" + reclaim_guard_path(name));
+        age_path(dir + "/" + reclaim_guard_path(name), 3600);
+        break;
+      case 7: make_entry(dir, candidate_path(name, "tok-" + std::to_string(i)), owner_json(dead)); break;
+      case 8: make_entry(dir, tombstone_path(name, "uuid-" + std::to_string(i)), owner_json(dead)); break;
+      case 9: make_dir(dir + "/" + name); break;  // no owner.json
+      case 10: write_file(dir + "/odd\x01name\xff-" + std::to_string(i), "x"); break;
+      case 11:
+        if (::symlink("/tmp", (dir + "/" + name).c_str()) != 0) std::abort();
+        if (::mkfifo((dir + "/fifo-" + std::to_string(i)).c_str(), 0600) != 0) std::abort();
+        break;
+    }
+  }
+}
+
+std::vector<std::string> survey_reports(const std::string& dir, unsigned jobs) {
+  SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
+                                            default_guard_age_ns, true);
+  settings.jobs = jobs;
+  std::vector<std::string> reports;
+  LabelIndex labels;
+  auto listed = survey_area(real_system(), dir, settings, labels, {fake_lock_name("absent")},
+                            [&](const JudgedEntry& e) { reports.push_back(report_of(e)); });
+  REQUIRE(listed);
+  return reports;
+}
+
+}  // namespace
+
+TEST_CASE("a survey with many jobs reports what one job does, in the same order") {
+  TempDir temp;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  fill_mixed_area(dir, 600);
+  const auto one = survey_reports(dir, 1);
+  REQUIRE(one.size() > 600);  // every entry, plus the absent lock at the end
+  CHECK(one.back().starts_with(fake_lock_name("absent") + " | free"));
+  for (unsigned jobs : {2U, 3U, 8U}) {
+    CAPTURE(jobs);
+    CHECK(survey_reports(dir, jobs) == one);
+  }
+  // Every name comes back exactly as listed (the packed listing spells it again).
+  std::vector<std::string> listed;
+  REQUIRE(real_system().list_directory(dir, [&](const DirEntry& e) {
+    listed.push_back(e.name);
+    return true;
+  }));
+  REQUIRE(listed.size() + 1 == one.size());
+  for (std::size_t i = 0; i < listed.size(); ++i) CHECK(one[i].starts_with(listed[i] + " | "));
+}
+
+TEST_CASE("the guard question answered from the listing agrees with a lookup per entry") {
+  TempDir temp;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  fill_mixed_area(dir, 120);
+  SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
+                                            default_guard_age_ns, true);
+  settings.judge.paused = real_system().paused_processes();  // as for an old guard
+  LabelIndex labels;
+  std::size_t guarded = 0;
+  auto listed = survey_area(real_system(), dir, settings, labels, {}, [&](const JudgedEntry& e) {
+    ProcessCache cache(real_system(), settings.judge.host);
+    const EntryFacts alone = gather_entry(real_system(), dir, e.facts.name, settings.judge.area_uid, cache);
+    CAPTURE(e.facts.name);
+    CHECK(alone.guard.has_value() == e.facts.guard.has_value());
+    if (alone.guard) {
+      ++guarded;
+      CHECK(alone.guard->same_object(*e.facts.guard));
+    }
+    const auto judged = judge_entry(alone, settings, nullptr);
+    CHECK(judged.first.state == e.verdict.state);
+    CHECK(judged.second.action == e.decision.action);
+  });
+  REQUIRE(listed);
+  CHECK(guarded == 20);  // the locks made with a guard (young and old)
+}

@@ -62,6 +62,9 @@ struct EntryFacts {
   /// For a lock or a tombstone: lstat of `<lock>.reclaim` if it exists.
   std::optional<FileStat> guard;
   bool kept_changing = false;           ///< a lock replaced on every re-read during the scan
+  /// The lock was found unchanged (same device, inode, ctime and mtime: the same record) by
+  /// an lstat after its pids were probed; a survey need not re-confirm it.
+  bool confirmed_after_probe = false;
 };
 
 /// A repository root or home an entry is known to belong to.

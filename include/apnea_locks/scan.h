@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +51,7 @@ class ProcessCache {
 
   System& system_;
   HostFacts host_;
+  std::mutex mutex_;  ///< guards the members below (never held while probing a pid)
   std::vector<bool> dead_;  ///< pids known to answer ESRCH (indexed by pid), one bit each
   std::unordered_map<std::int64_t, ProcessFacts> other_;  ///< every other pid probed
   std::optional<std::vector<ProcessInfo>> view_;  ///< the namespace view, once read
@@ -71,6 +73,21 @@ std::string entry_path(std::string_view directory, std::string_view name);
 EntryFacts gather_entry(System& system, std::string_view lock_directory, std::string_view name,
                         std::uint32_t uid, ProcessCache& processes,
                         int reread_limit = default_reread_limit);
+
+/// What a survey's listing says of an entry's reclaim guard (`<lock>.reclaim`).
+enum class GuardListing {
+  unknown,  ///< not known: look it up (lstat)
+  absent,   ///< the listing holds no guard for this entry's lock: no lookup
+  present,  ///< the listing holds one: lstat it for its age
+};
+
+/// gather_entry of `name` inside `directory` (opened, or not: DirRef), every per-entry
+/// call relative to it (System::lstat_in, open_read_in), with the guard question answered
+/// by `guard` where the listing could; `parsed` is parse_entry_name(name).
+EntryFacts gather_entry_in(System& system, const DirRef& directory, std::string_view name,
+                           EntryName parsed, std::uint32_t uid, ProcessCache& processes,
+                           GuardListing guard,
+                           int reread_limit = default_reread_limit);
 
 /// Streams every entry of `lock_directory` (one directory pass) to `visit` with its facts;
 /// entries that vanish before they are read are skipped. `visit` returns false to stop.

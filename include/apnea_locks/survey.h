@@ -23,6 +23,10 @@ struct SurveySettings {
   ClassifyPolicy judge;  ///< now, area uid, tolerance, guard age, host facts
   RemovalFlags flags;    ///< the flags the decisions are for (reclaim's; status: none)
   FixContext fix;        ///< what the fix command repeats
+  /// How many threads gather and judge entries at once (survey_area; the visits stay in
+  /// listing order on the calling thread). More than one needs a System that is safe to
+  /// call from several threads (the real one is).
+  unsigned jobs = 1;
 };
 
 /// One entry, judged and decided.
@@ -44,10 +48,12 @@ SurveySettings survey_settings(System& system, const std::string& directory,
 std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySettings& settings,
                                          const EntryLabel* label);
 
-/// Surveys `directory`: every entry (one directory pass) gathered, re-confirmed when it
-/// looks stale (same device, inode and token after the probe), judged and decided, and
-/// passed to `visit` with its label; then each name of `expected_locks` that was not listed,
-/// judged as absent. Returns the number of entries listed, or the listing error.
+/// Surveys `directory`: every entry (one directory pass, whose guard names answer each
+/// lock's guard question) gathered relative to the directory, re-confirmed when it looks
+/// stale (same device, inode and token after the probe), judged and decided, and passed to
+/// `visit` in listing order with its label, on the calling thread (`settings.jobs` threads
+/// gather and judge); then each name of `expected_locks` that was not listed, judged as
+/// absent. Returns the number of entries listed, or the listing error.
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
                                    const SurveySettings& settings, const LabelIndex& labels,
                                    const std::set<std::string>& expected_locks,
