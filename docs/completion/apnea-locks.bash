@@ -61,7 +61,7 @@ _apnea_locks()
         return 0
     fi
 
-    local timing="--tolerance --guard-age"
+    local timing="--tolerance --guard-age --jobs"
     local opts=""
     case $command in
         status)
@@ -126,7 +126,7 @@ _apnea_locks()
             _apnea_locks_list "$cur" "kind key role state reason apnea pid token age command
                 started written label fix name path attention self-heals certain guard"
             return 0 ;;
-        --tolerance|--guard-age|--warn-age|--crit-age|--scan-depth|-w|--wait)
+        --tolerance|--guard-age|--jobs|--warn-age|--crit-age|--scan-depth|-w|--wait)
             return 0 ;;
     esac
 

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <charconv>
+#include <thread>
 
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
@@ -67,7 +71,25 @@ void add_timing_options(po::options_description& options, TimingOptions& timing,
        tolerance_help.c_str())
       ("guard-age",
        duration_value("--guard-age", guard_age_range, timing.guard_age_ns)->default_value("5m"),
-       guard_age_help.c_str());
+       guard_age_help.c_str())
+      ("jobs",
+       po::value<std::string>()->value_name("N")->notifier([&timing](const std::string& text) {
+         unsigned jobs = 0;
+         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), jobs);
+         if (error != std::errc() || end != text.data() + text.size() || jobs < 1 || jobs > max_jobs)
+           throw po::error(fmt::format("--jobs '{}': must be a whole number from 1 to {}",
+                                       printable(text), max_jobs));
+         timing.jobs = jobs;
+       }),
+       "gather the entries with N threads (1 to 64; default: one per CPU)");
+}
+
+unsigned default_jobs() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int count = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+  if (count <= 0) count = static_cast<int>(std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::clamp(count, 1, static_cast<int>(max_jobs)));
 }
 
 std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
@@ -81,6 +103,7 @@ std::expected<SurveySettings, std::string> judging_policy(System& system, const 
     settings.fix.guard_age = duration_text(timing.guard_age_ns);
   if (timing.tolerance_ns != default_tolerance_ns)
     settings.fix.tolerance = duration_text(timing.tolerance_ns);
+  settings.jobs = timing.jobs != 0 ? timing.jobs : default_jobs();
   return settings;
 }
 

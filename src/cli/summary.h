@@ -51,10 +51,17 @@ std::expected<Labels, std::string> build_labels(System& system, const LabelOptio
 struct TimingOptions {
   std::int64_t tolerance_ns = default_tolerance_ns;
   std::int64_t guard_age_ns = default_guard_age_ns;
+  unsigned jobs = 0;  ///< --jobs: threads gathering entries; 0 = one per CPU we may run on
 };
 
-/// Adds `--tolerance DURATION` (default 2s, 1s..1d) and `--guard-age DURATION` (default 5m,
-/// 1m..30d) to `options`; `guard_help` (null: the status wording) says what --guard-age does
+/// The most --jobs accepted.
+inline constexpr unsigned max_jobs = 64;
+
+/// The default --jobs: the number of CPUs this process may run on (1..max_jobs).
+unsigned default_jobs();
+
+/// Adds `--tolerance DURATION` (default 2s, 1s..1d), `--guard-age DURATION` (default 5m,
+/// 1m..30d) and `--jobs N` (1..max_jobs, default the CPU count) to `options`; `guard_help` (null: the status wording) says what --guard-age does
 /// for the command.
 void add_timing_options(po::options_description& options, TimingOptions& timing,
                         const char* guard_help = nullptr);
