@@ -36,6 +36,10 @@ import time
 ENTRY_SIZES = [0, 1_000, 10_000, 100_000]
 QUICK_SIZES = [0, 1_000, 10_000]
 SYSCALL_SIZE = 10_000
+FLEET_AREAS, FLEET_ENTRIES = 100, 100  # the fleet-sized case: 100 areas of 100 entries
+# System calls per entry of `status --json` at 10k entries when issue 7 landed (6.36): the
+# survey may not make more.
+SYSCALLS_PER_ENTRY_LANDED = 6.36
 
 
 def log(message):
@@ -135,6 +139,9 @@ class Bench:
             row = {"core": self.hyperfine(" ".join(status), runs, warmup)}
             row["core"]["rss_kib"] = self.peak_rss_kib(status)
             row["floor"] = self.hyperfine(f"{self.floor} scan {path}", runs, warmup)
+            if size >= 10_000:  # the same on one thread: what the jobs add
+                log(f"status --json --jobs 1, {size} entries")
+                row["core_1job"] = self.hyperfine(" ".join(status + ["--jobs", "1"]), runs, warmup)
             with_ref = self.reference and (size < 100_000 or not self.o.no_reference_100k)
             if with_ref:
                 log(f"reference classify-all, {size} entries")
@@ -146,6 +153,40 @@ class Bench:
             rows[size] = row
         self.results["inspection"] = {str(k): v for k, v in rows.items()}
         return rows
+
+    # 1b. A fleet: many small areas, one process each -------------------------------------
+
+    def fleet(self):
+        areas, entries = (20, 100) if self.o.quick else (FLEET_AREAS, FLEET_ENTRIES)
+        log(f"fleet: {areas} areas of {entries} entries")
+        paths = []
+        for i in range(areas):
+            path = os.path.join(self.work, f"fleet-{i}")
+            run([self.make_area, path, str(entries), str(self.live.pid)])
+            paths.append(path)
+
+        def sweep(command, chosen, env=None):
+            begun = time.perf_counter()
+            for path in chosen:
+                subprocess.run(command(path), env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, check=False)
+            return (time.perf_counter() - begun) * 1e3 / len(chosen)
+
+        rounds = {"core": [], "floor": []}
+        for _ in range(3 if self.o.quick else 5):  # interleaved: a slow spell hits both
+            rounds["core"].append(sweep(lambda p: [self.core, "status", "--json", "--lock-dir", p], paths))
+            rounds["floor"].append(sweep(lambda p: [self.floor, "scan", p], paths))
+        result = {"areas": areas, "entries": entries,
+                  "core_ms_per_area": statistics.median(rounds["core"]),
+                  "floor_ms_per_area": statistics.median(rounds["floor"])}
+        result["core_over_floor"] = statistics.median(
+            c / f for c, f in zip(rounds["core"], rounds["floor"]))
+        if self.reference:  # ~0.6 s of Node start an area: 10 of them tell the rate
+            log("fleet: the reference on 10 of the areas")
+            result["reference_ms_per_area"] = sweep(
+                lambda p: [self.reference, "classify-all", p], paths[:10], self.ref_env())
+        self.results["fleet"] = result
+        return result
 
     # 2. System calls -----------------------------------------------------------------
 
@@ -338,6 +379,20 @@ def report(results, quick):
         add(f"{int(size):>8} {core_ms:>15} {core['rss_kib'] / 1024:>9.1f} {per_entry_text:>9} "
             f"{fmt_ms(floor):>9} {ref_ms:>9} {ref_mib:>8} {ratio:>9} "
             f"{core['median_ms'] / floor:>10.1f}x {ref_floor:>10}")
+    one = {size: row["core_1job"] for size, row in inspection.items() if "core_1job" in row}
+    if one:
+        add("   one job (`--jobs 1`): " + "; ".join(
+            f"{int(size):,} entries {fmt_ms(o['median_ms'])} ms, "
+            f"{o['median_ms'] / inspection[size]['floor']['median_ms']:.2f}x the floor"
+            for size, o in one.items()))
+    fl = results.get("fleet")
+    if fl:
+        ref = fl.get("reference_ms_per_area")
+        add(f"   fleet: {fl['areas']} areas of {fl['entries']} entries, one process each: core "
+            f"{fmt_ms(fl['core_ms_per_area'])} ms an area, floor {fmt_ms(fl['floor_ms_per_area'])}"
+            f" ({fl['core_over_floor']:.2f}x)"
+            + (f", reference {fmt_ms(ref)} ({ref / fl['core_ms_per_area']:.0f}x the core)"
+               if ref else ""))
     add("")
     sc = results["syscalls"]
     add(f"2. System calls, `strace -f -c` of status at {sc['entries']} entries "
@@ -381,7 +436,7 @@ def report(results, quick):
     add("   fairness: slowest process's rate / fastest's (1.00 = all finished together); "
         "per s: all cycles / wall time")
     add("")
-    add("Targets (issue 7)")
+    add("Targets")
     for line in targets(results):
         add("   " + line)
     return "\n".join(lines)
@@ -397,6 +452,10 @@ def targets(results):
     if "10000" in ins and "reference" in ins["10000"]:
         ratio = ins["10000"]["reference"]["median_ms"] / ins["10000"]["core"]["median_ms"]
         check(ratio >= 20, f"10k entries: {ratio:.1f}x faster than the reference (>= 20x)")
+    for size, limit in (("0", 1.2), ("1000", 1.3), ("10000", 1.0), ("100000", 1.0)):
+        if size in ins:
+            ratio = ins[size]["core"]["median_ms"] / ins[size]["floor"]["median_ms"]
+            check(ratio <= limit, f"{int(size):,} entries: {ratio:.2f}x the floor (<= {limit}x)")
     empty = ins["0"]["core"]
     check(empty["median_ms"] < 2, f"empty area: {empty['median_ms']:.2f} ms median, "
           f"{empty['min_ms']:.2f} ms fastest run (< 2 ms)")
@@ -410,10 +469,11 @@ def targets(results):
               f"linear: {large * 1e3:.2f} us/entry at 100k vs {small * 1e3:.2f} at 10k (<= 1.5x)")
     sc = results["syscalls"]
     per_lock = sc["total"] / sc["lock_entries"]
-    check(sc["per_entry"] <= 8,
-          f"{sc['per_entry']:.2f} syscalls per entry ({per_lock:.2f} per lock entry) (<= 8)")
+    check(sc["per_entry"] <= SYSCALLS_PER_ENTRY_LANDED,
+          f"{sc['per_entry']:.2f} syscalls per entry ({per_lock:.2f} per lock entry) "
+          f"(<= {SYSCALLS_PER_ENTRY_LANDED}, the landed figure)")
     cy = results["cycles"]
-    check(cy["core_over_floor"] <= 1.25, f"cycle: {cy['core_over_floor']:.2f}x the floor (<= 1.25x)")
+    check(cy["core_over_floor"] <= 1.1, f"cycle: {cy['core_over_floor']:.2f}x the floor (<= 1.1x)")
     co = results["contention"]["core"]
     check(co["lost_updates"] == 0 and co["spurious_malformed"] == 0,
           f"contention: {co['lost_updates']} lost updates, {co['spurious_malformed']} "
@@ -469,6 +529,7 @@ def main():
         areas = phase("areas", lambda: bench.make_areas(
             QUICK_SIZES if options.quick else ENTRY_SIZES))
         phase("inspection", lambda: bench.inspection(areas))
+        phase("fleet", bench.fleet)
         phase("syscalls", lambda: bench.syscalls(areas))
         phase("cycles", bench.cycles)
         phase("contention", bench.contention)
