@@ -1,6 +1,7 @@
 #include "apnea_locks/survey.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -280,73 +281,103 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
       if (auto judged = survey_one(i)) deliver(*judged);
   } else {
     (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
-    // `jobs` workers gather and judge entries in listing order into a window of slots; this
-    // thread visits them in that order as they complete, so the output is the same as one
-    // job's. A worker runs at most `window` entries ahead of the visits.
+    // This thread and `jobs - 1` workers take entries in listing order (an atomic counter)
+    // and gather and judge each into a window of slots; this thread visits them in order as
+    // they complete, so the output is the same as one job's. When the next entry to visit
+    // is not ready, this thread takes one to do itself rather than wait; it sleeps only when
+    // every entry is taken. No one takes an entry more than `window` ahead of the visits.
     const std::size_t window = jobs * window_per_job;
     struct Slot {
-      bool ready = false;
+      std::atomic<bool> ready{false};
       std::optional<Judged> judged;
       std::exception_ptr error;
     };
     std::vector<Slot> slots(window);
+    std::atomic<std::size_t> next{0};     // the next index to take
+    std::atomic<std::size_t> visited{0};  // entries visited so far
+    std::atomic<bool> stopping{false};
+    std::atomic<int> sleepers{0};         // workers waiting for room in the window
+    std::atomic<bool> visitor_waiting{false};
     std::mutex mutex;
-    std::condition_variable slot_ready, slot_free;
-    std::size_t next = 0;      // the next index a worker takes
-    std::size_t visited = 0;   // entries visited so far
-    bool stopping = false;
+    std::condition_variable wake_visitor, wake_workers;
+    // Takes the next index if there is one within the window: the index, `count` when all
+    // are taken, or nothing when the window is full.
+    auto take = [&]() -> std::optional<std::size_t> {
+      std::size_t index = next.load();
+      for (;;) {
+        if (index >= count) return count;
+        if (index >= visited.load() + window) return std::nullopt;
+        if (next.compare_exchange_weak(index, index + 1)) return index;
+      }
+    };
+    auto fill = [&](std::size_t index) {
+      Slot& slot = slots[index % window];
+      try {
+        slot.judged = survey_one(index);
+      } catch (...) {
+        slot.error = std::current_exception();
+      }
+      slot.ready.store(true);
+      if (visitor_waiting.load()) {
+        std::lock_guard lock(mutex);
+        wake_visitor.notify_one();
+      }
+    };
     auto work = [&] {
       for (;;) {
-        std::size_t index;
-        {
-          std::unique_lock lock(mutex);
-          slot_free.wait(lock, [&] { return stopping || next >= count || next < visited + window; });
-          if (stopping || next >= count) return;
-          index = next++;
+        const std::optional<std::size_t> index = take();
+        if (stopping.load() || (index && *index == count)) return;
+        if (index) {
+          fill(*index);
+          continue;
         }
-        Slot result;
-        try {
-          result.judged = survey_one(index);
-        } catch (...) {
-          result.error = std::current_exception();
-        }
-        result.ready = true;
-        std::lock_guard lock(mutex);
-        slots[index % window] = std::move(result);
-        if (index == visited) slot_ready.notify_one();
+        std::unique_lock lock(mutex);
+        ++sleepers;
+        wake_workers.wait(lock, [&] {
+          return stopping.load() || next.load() >= count || next.load() < visited.load() + window;
+        });
+        --sleepers;
       }
     };
     std::vector<std::jthread> workers;
-    struct Stop {  // on every way out: no worker waits for a visit that will not come
+    struct Stop {  // on every way out (a visit may throw): the workers stop and are joined
+      std::atomic<bool>& stopping;
       std::mutex& mutex;
-      std::condition_variable& slot_free;
-      bool& stopping;
+      std::condition_variable& wake_workers;
       std::vector<std::jthread>& workers;
       ~Stop() {
+        stopping.store(true);
         {
           std::lock_guard lock(mutex);
-          stopping = true;
+          wake_workers.notify_all();
         }
-        slot_free.notify_all();
         workers.clear();  // joins
       }
-    } stop{mutex, slot_free, stopping, workers};
-    for (std::size_t i = 0; i < jobs; ++i) workers.emplace_back(work);
-    for (; visited < count;) {
-      Slot slot;
-      {
+    } stop{stopping, mutex, wake_workers, workers};
+    for (std::size_t i = 1; i < jobs; ++i) workers.emplace_back(work);
+    while (visited.load() < count) {
+      Slot& slot = slots[visited.load() % window];
+      if (!slot.ready.load()) {
+        if (const std::optional<std::size_t> index = take(); index && *index < count) {
+          fill(*index);  // help rather than wait
+          continue;
+        }
         std::unique_lock lock(mutex);
-        slot_ready.wait(lock, [&] { return slots[visited % window].ready; });
-        slot = std::move(slots[visited % window]);
-        slots[visited % window] = Slot{};
+        visitor_waiting.store(true);
+        wake_visitor.wait(lock, [&] { return slot.ready.load(); });
+        visitor_waiting.store(false);
       }
-      if (slot.error) std::rethrow_exception(slot.error);
-      if (slot.judged) deliver(*slot.judged);
-      {
+      std::optional<Judged> judged = std::move(slot.judged);
+      const std::exception_ptr error = std::exchange(slot.error, nullptr);
+      slot.judged.reset();
+      slot.ready.store(false);
+      visited.fetch_add(1);
+      if (sleepers.load() > 0) {
         std::lock_guard lock(mutex);
-        ++visited;
+        wake_workers.notify_all();
       }
-      slot_free.notify_all();
+      if (error) std::rethrow_exception(error);
+      if (judged) deliver(*judged);
     }
   }
 
