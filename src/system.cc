@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <grp.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -631,6 +632,12 @@ class RealSystem final : public System {
   }
 
   bool is_terminal(int fd) override { return ::isatty(fd) == 1; }
+
+  std::optional<int> terminal_columns(int fd) override {
+    struct winsize size {};
+    if (::ioctl(fd, TIOCGWINSZ, &size) != 0 || size.ws_col == 0) return std::nullopt;
+    return static_cast<int>(size.ws_col);
+  }
 
   std::optional<Account> lookup_account(const std::string& name) override {
     struct passwd entry {};
