@@ -217,7 +217,7 @@ TEST_CASE("--wait takes the lock as soon as the holder releases it") {
   SpawnedProcess holder2(run_args(scratch, {}, hold_until_eof));
   REQUIRE(holder2.read_line(Stream::out, 30s) == "ready");
   SpawnedProcess waiter2(run_args(scratch, {"-w", "1m"}, {"true"}));
-  REQUIRE(waiter2.read_line_containing(Stream::err, "waiting up to 60s", 30s));
+  REQUIRE(waiter2.read_line_containing(Stream::err, "waiting up to 1m", 30s));
   holder2.close_stdin();
   CHECK(waiter2.wait(30s) == 0);
   CHECK(count(waiter2.err(), "(pid " + std::to_string(holder2.pid()) + ")") == 1);

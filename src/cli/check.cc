@@ -29,21 +29,23 @@ namespace apnea_locks::cli {
 namespace {
 
 constexpr std::string_view command_name = "check";
-constexpr std::string_view usage_text =
-    "Usage: apnea-locks check [OPTIONS]\n\n"
+constexpr CommandHelp help{
+    "check",
+    "check [options]",
     "A monitoring plugin (Nagios, Icinga, Naemon, Sensu, ...). Judges the lock area as\n"
     "'apnea-locks status' does and prints one line\n"
     "  APNEA-LOCKS OK|WARNING|CRITICAL|UNKNOWN - SUMMARY | PERFDATA\n"
     "then one line per entry that needs a human, with the command that fixes it.\n"
-    "Changes nothing.\n\n"
-    "  CRITICAL  a malformed lock, a leftover reclaim guard, an unsafe lock area, or a\n"
-    "            lock older than --crit-age\n"
-    "  WARNING   anything else that needs a human: a dead owner Apnea will not reclaim by\n"
-    "            itself, debris (dead candidates and tombstones), a lock older than --warn-age\n"
-    "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path does\n"
-    "            not exist or is not a directory, or a usage error\n\n"
-    "Perfdata: locks live stale malformed debris guards (leftover) attention oldest_age_s.\n"
-    "Exit status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
+    "Changes nothing.",
+    "  CRITICAL  a malformed lock, a leftover reclaim guard, an unsafe lock area,\n"
+    "            or a lock older than --crit-age\n"
+    "  WARNING   anything else that needs a human: a dead owner Apnea will not\n"
+    "            reclaim by itself, debris (dead candidates and tombstones), a lock\n"
+    "            older than --warn-age\n"
+    "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path\n"
+    "            does not exist or is not a directory, or a usage error\n\n"
+    "Perfdata: locks live stale malformed debris guards (leftover) attention oldest_age_s.\n\n"
+    "Exit status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
 
 enum Status { ok = 0, warning = 1, critical = 2, unknown = 3 };
 
@@ -72,7 +74,6 @@ struct CheckOptions {
 po::options_description describe(CheckOptions& o) {
   po::options_description options("Options");
   options.add_options()
-      ("help,h", "show this help")
       ("warn-age", duration_value("--warn-age", lock_age_range, o.warn_age_ns)->default_value("1h"),
        ("WARNING when a lock is older than this" + duration_help(lock_age_range)).c_str())
       ("crit-age",
@@ -120,9 +121,9 @@ struct Findings {
 
 /// ", pid N (command)" for an entry with an accepted owner.
 std::string owner_words(const EntryView& entry) {
-  const std::string pid = field_text(Field::pid, entry, false);
+  const std::string pid = field_text(Field::pid, entry);
   if (pid.empty()) return {};
-  const std::string command = field_text(Field::command, entry, true);
+  const std::string command = shorten(field_text(Field::command, entry), 40);
   return fmt::format(", pid {}{}", pid, command.empty() ? "" : " (" + command + ")");
 }
 
@@ -187,10 +188,7 @@ int check_command(const std::vector<std::string>& args) {
   auto parsed = try_parse_command_line(args, options);
   if (!parsed)
     return unknown_line(fmt::format("usage: {} (see 'apnea-locks check --help')", parsed.error()));
-  if (parsed->count("help") != 0) {
-    fmt::print("{}\n\n{}", usage_text, fmt::streamed(options));
-    return exit_ok;
-  }
+  if (auto done = standard_action(*parsed, help, options)) return *done;
   if (o.crit_age_ns && *o.crit_age_ns < o.warn_age_ns)
     return unknown_line(fmt::format("usage: --crit-age {}: must be at least --warn-age ({})",
                                     duration_text(*o.crit_age_ns), duration_text(o.warn_age_ns)));
@@ -201,8 +199,10 @@ int check_command(const std::vector<std::string>& args) {
     return unknown_line("usage: --output-file needs --prometheus");
 
   System& system = real_system();
-  const LockArea area = resolve_area(system, o.area);
-  auto labels = build_labels(system, o.labels);
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) return unknown_line(opened.error().message);
+  const LockArea area = std::move(*opened);
+  auto labels = build_labels(system, area, o.labels);
   if (!labels) return unknown_line(labels.error());
   auto policy = judging_policy(system, area, o.timing);
   if (!policy) return unknown_line("usage: " + policy.error());

@@ -27,25 +27,25 @@ namespace apnea_locks::cli {
 namespace {
 
 constexpr std::string_view command_name = "reclaim";
-constexpr std::string_view usage_text =
-    "Usage: apnea-locks reclaim [OPTIONS] [LOCKPATH...]\n\n"
+constexpr CommandHelp help{
+    "reclaim",
+    "reclaim [options] [LOCKPATH...]",
     "Removes Apnea locks whose owner is certainly dead, with Apnea's guarded protocol: under\n"
     "<lock>.reclaim the entry is gathered, judged and decided again before the lock is\n"
     "renamed to a tombstone. --force adds two trusts (the wall clock; no hidden process\n"
     "shares the temp directory) and ownerless debris and old guards. Never, with any flag,\n"
-    "an entry whose owner record names a pid that is not proven dead. Targets: the current directory's repository lock by default,\n"
-    "--repo, --home, lock entry paths, or --all (with each lock's guard, candidates and\n"
-    "tombstones).\n\n"
+    "an entry whose owner record names a pid that is not proven dead. Targets: the current\n"
+    "directory's repository lock by default, --repo, --home, lock entry paths, or --all\n"
+    "(with each lock's guard, candidates and tombstones).",
     "Exit status: 0 every requested target is clean, 1 something was refused or changed\n"
     "(or the guard is held), 2 usage error, 3 the lock area is unsafe or unreadable, or a\n"
-    "--lock-dir, --repo or --home path does not exist or is not a directory.";
+    "--lock-dir, --repo or --home path does not exist or is not a directory."};
 
 struct ReclaimOptions {
   AreaOptions area;
   std::vector<std::string> repos;
   std::vector<std::string> homes;
   std::vector<std::string> paths;
-  std::string user;
   bool all = false;
   bool force = false;
   bool dry_run = false;
@@ -58,7 +58,6 @@ struct ReclaimOptions {
 po::options_description describe(ReclaimOptions& o) {
   po::options_description options("Options");
   options.add_options()
-      ("help,h", "show this help")
       ("repo", po::value(&o.repos)->composing()->value_name("PATH"),
        "the repository lock of PATH (repeatable; default: the current directory)")
       ("home", po::value(&o.homes)->composing()->value_name("PATH"),
@@ -71,9 +70,7 @@ po::options_description describe(ReclaimOptions& o) {
       ("yes,y", po::bool_switch(&o.yes), "do not ask for confirmation")
       ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
       ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
-       "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
-      ("user", po::value(&o.user)->value_name("NAME"),
-       "(root) act on NAME's lock area as NAME: <tmpdir>/apnea-<uid>/operation-locks unless --lock-dir");
+       "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics");
   add_timing_options(options, o.timing,
                      "reclaim guards, and candidates/tombstones without a readable owner record, "
                      "older than this are left over (removed with --force)");
@@ -175,6 +172,7 @@ void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std:
                 const std::map<std::string, int>& counts) {
   JsonWriter json(stdout);
   json.begin_object();
+  write_schema(json, "reclaim");
   json.key("lock_dir").string(lock_dir);
   json.key("dry_run").boolean(o.dry_run);
   json.key("force").boolean(o.force);
@@ -252,7 +250,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   hidden.add_options()("path", po::value(&o.paths)->composing());
   po::positional_options_description positional;
   positional.add("path", -1);
-  auto parsed = parse_command_line(command_name, usage_text, args, options, &hidden, &positional);
+  auto parsed = parse_command_line(help, args, options, &hidden, &positional);
   if (!parsed) return parsed.error();
   auto usage_error = [](std::string_view message) {
     print_error(command_name, message);
@@ -262,23 +260,13 @@ int reclaim_command(const std::vector<std::string>& args) {
     return usage_error("--all names every entry: give no other target");
 
   System& system = real_system();
-  AreaOptions area_options = o.area;
-  if (!o.user.empty()) {
-    if (system.uid() != 0) return usage_error("--user needs root");
-    auto account = system.lookup_account(o.user);
-    if (!account) return usage_error(fmt::format("--user {}: no such account", o.user));
-    if (area_options.lock_dir.empty())
-      area_options.lock_dir = lock_directory_for_uid(system, account->uid);
-    // Everything from here on runs as that account: ownership checks and anything created
-    // stay theirs.
-    if (auto dropped = system.become(*account); !dropped) {
-      print_error(command_name, fmt::format("cannot become {}: {}", o.user, errno_text(dropped.error())));
-      return exit_unsafe;
-    }
+  // --user NAME: NAME's own area (it may not exist yet), as NAME from here on.
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) {
+    print_error(command_name, opened.error().message);
+    return opened.error().exit_status;
   }
-  LockArea area = resolve_area(system, area_options);
-  // NAME's own default area, like Apnea's: it may not exist yet.
-  area.may_be_absent = !o.user.empty() && o.area.lock_dir.empty();
+  LockArea area = std::move(*opened);
 
   // What was asked for: whole locks (with their guard, candidates and tombstones) by lock
   // name, or single entries by name.
@@ -321,8 +309,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   }
   {  // Labels for the output: the current directory and this account's home.
     (void)labels.add_repository(system, ".");
-    const std::string home = node_homedir(system);
-    if (!home.empty()) (void)labels.add_home(system, home);
+    if (!area.home.empty()) (void)labels.add_home(system, area.home);
   }
 
   const AreaCheck check = check_lock_area(system, area);

@@ -33,8 +33,9 @@
 #include "apnea_locks/owner.h"
 #include "apnea_locks/survey.h"
 #include "cli/commands.h"
-#include "cli/render.h"
 #include "cli/common.h"
+#include "cli/json_writer.h"
+#include "cli/render.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -66,6 +67,7 @@ struct RunOptions {
   bool json = false;
   bool print_token = false;
   bool help = false;
+  bool version = false;
   std::vector<std::string> command;
 };
 
@@ -73,11 +75,7 @@ std::int64_t whole_ms(nanoseconds duration) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
 }
 
-std::string duration_text(nanoseconds duration) {
-  const auto ms = whole_ms(duration);
-  if (ms % 1000 != 0) return fmt::format("{}ms", ms);
-  return fmt::format("{}s", ms / 1000);
-}
+std::string duration_text(nanoseconds duration) { return cli::duration_text(duration.count()); }
 
 po::options_description option_table() {
   po::options_description options("Options");
@@ -95,27 +93,19 @@ po::options_description option_table() {
         duration_help(wait_range)).c_str())
       ("nonblock,n", "never wait, not even for the global setup lock")
       ("json", "print an event stream (JSON lines) on standard error")
-      ("print-token", "print the held owner (lock path, pid, token) on standard error")
-      ("help,h", "show this help");
+      ("print-token", "print the held owner (lock path, pid, token) on standard error");
   // clang-format on
   return options;
 }
 
-void usage(std::FILE* out) {
-  fmt::print(
-      out,
-      "Usage: apnea-locks run [--repo PATH | --home PATH] [--lock-dir DIR]\n"
-      "                       [-w DURATION | -n] [--json] [--print-token] -- CMD [ARGS...]\n\n"
-      "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.\n\n");
-  std::ostringstream text;
-  text << option_table();
-  fmt::print(out, "{}\n", text.str());
-  fmt::print(out,
-             "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
-             "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
-             "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
-             "--home or --lock-dir that does not exist, or another error. See docs/run.md.\n");
-}
+constexpr CommandHelp help{
+    "run",
+    "run [options] [--repo PATH | --home PATH] [--] CMD [ARGS...]",
+    "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.",
+    "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
+    "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
+    "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
+    "--home or --lock-dir that does not exist, or another error. See docs/run.md."};
 
 /// Options that take a value, for finding where the command starts when there is no "--".
 bool takes_value(std::string_view word) {
@@ -142,15 +132,13 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
     break;
   }
   RunOptions options;
-  po::variables_map values;
-  try {
-    const std::vector<std::string> words(args.begin(), args.begin() + static_cast<long>(split));
-    const po::options_description table = option_table();
-    po::store(po::command_line_parser(words).options(table).run(), values);
-    if (auto empty = empty_value_error(values, table)) return std::unexpected(*empty);
-    po::notify(values);
-  } catch (const po::error& error) {
-    return std::unexpected(std::string(error.what()));
+  const std::vector<std::string> words(args.begin(), args.begin() + static_cast<long>(split));
+  auto parsed = try_parse_command_line(words, option_table());
+  if (!parsed) return std::unexpected(parsed.error());
+  const po::variables_map& values = *parsed;
+  if (values.count("version")) {
+    options.version = true;
+    return options;
   }
   if (values.count("help")) {
     options.help = true;
@@ -202,7 +190,11 @@ class Output {
   explicit Output(const RunOptions& options) : json_(options.json) {}
   /// One JSON event (only with --json).
   void event(json::object fields) const {
-    if (json_) write_line(json_safe(json::serialize(fields)) + "\n");
+    if (!json_) return;
+    // Every line is a JSON document of its own: the schema first (json_writer.h).
+    json::object line{{"schema", {{"name", "run-event"}, {"version", json_schema_version}}}};
+    for (auto& [key, value] : fields) line[key] = std::move(value);
+    write_line(json_safe(json::serialize(line)) + "\n");
   }
   /// One line for a human (only without --json).
   void say(std::string_view line) const {
@@ -300,6 +292,7 @@ class SignalControl {
 /// (empty when nothing may remove it) and the policy's reason and next step.
 struct RunFix {
   std::string command;
+  std::vector<std::string> argv;
   std::string why;
   std::string next_step;
 };
@@ -318,7 +311,7 @@ RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   if (target.kind == LockKind::global_setup && label.path.starts_with(prefix))
     label.path.erase(0, prefix.size());
   auto [verdict, decision] = judge_entry(facts, settings, &label);
-  return RunFix{verdict.fix, decision.why, decision.next_step};
+  return RunFix{verdict.fix, verdict.fix_argv, decision.why, decision.next_step};
 }
 
 json::object error_event(const LockError& error, int status) {
@@ -358,6 +351,9 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
   const RunFix fix = target != nullptr ? fix_for(options, *target) : RunFix{};
   json::object event = error_event(error, exit_stale);
   event["fix"] = fix.command.empty() ? json::value(nullptr) : json::value(fix.command);
+  json::array argv;
+  for (const std::string& word : fix.argv) argv.emplace_back(word);
+  event["fix_argv"] = fix.argv.empty() ? json::value(nullptr) : json::value(std::move(argv));
   event["why"] = fix.why;
   event["next_step"] = fix.next_step;
   out.event(std::move(event));
@@ -534,7 +530,11 @@ int run_command(const std::vector<std::string>& args) {
   }
   const RunOptions& options = *parsed;
   if (options.help) {
-    usage(stdout);
+    print_help(stdout, help, option_table());
+    return exit_ok;
+  }
+  if (options.version) {
+    print_version(stdout);
     return exit_ok;
   }
   const Output out(options);
