@@ -205,7 +205,7 @@ TEST_CASE("--wait takes the lock as soon as the holder releases it") {
   SpawnedProcess waiter(run_args(scratch, {"--wait", "20s", "--json"}, {"echo", "ran"}));
   const auto waiting = waiter.read_line_containing(Stream::err, "\"waiting\"", 30s);
   REQUIRE(waiting);
-  CHECK(boost::json::parse(*waiting).at("holder_pid") == holder.pid());
+  CHECK(parse_checked_json(*waiting).at("holder_pid") == holder.pid());
   holder.close_stdin();
   CHECK(holder.wait(30s) == 0);
   CHECK(waiter.wait(30s) == 0);
@@ -269,7 +269,7 @@ TEST_CASE("the global setup lock: waited for by default like Apnea, refused with
   SpawnedProcess waiter(run_args(scratch, options, {"echo", "ran"}));
   const auto waiting = waiter.read_line_containing(Stream::err, "\"waiting\"", 30s);
   REQUIRE(waiting);
-  CHECK(boost::json::parse(*waiting).at("timeout_ms").is_null());
+  CHECK(parse_checked_json(*waiting).at("timeout_ms").is_null());
   holder.close_stdin();
   CHECK(holder.wait(30s) == 0);
   CHECK(waiter.wait(30s) == 0);
