@@ -156,7 +156,11 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
   if (verdict.state == EntryState::free) return keep("it is gone");
   const std::int64_t age = verdict.age_ns.value_or(0);
   if (age < flags.guard_age_ns)
-    return keep(fmt::format("a reclamation is in progress (guard {} old)", seconds_text(age)));
+    return keep(fmt::format("the guard is {} old, younger than --guard-age {}: a reclamation may "
+                            "be running (if its lock is there and dead, Apnea is refused until "
+                            "the guard goes: see that lock)",
+                            seconds_text(std::max<std::int64_t>(age, 0)),
+                            seconds_text(flags.guard_age_ns)));
   if (verdict.death.remote_filesystem)
     return refuse(fmt::format("the lock area is on a {} filesystem: its holder may run on another "
                               "machine",
@@ -188,10 +192,14 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
   if (!facts.guard) return std::nullopt;
   const std::int64_t age = verdict.guard_age_ns.value_or(0);
   if (age < flags.guard_age_ns)
-    return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {} ({} old): "
-                              "another reclamation is in progress",
+    return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {} ({} old): Apnea is "
+                              "refused until it is gone; a working guard lives for milliseconds, "
+                              "so one still there was most likely left by a crash",
                               reclaim_guard_path(facts.path), seconds_text(std::max<std::int64_t>(age, 0))),
-                  "retry after the other operation completes");
+                  fmt::format("run reclaim --force again once the guard is older than --guard-age "
+                              "{} (in {}): it removes the guard, then the lock",
+                              seconds_text(flags.guard_age_ns),
+                              seconds_text(std::max<std::int64_t>(flags.guard_age_ns - age, 0))));
   EntryFacts guard;
   guard.name = reclaim_guard_path(facts.name);
   guard.path = reclaim_guard_path(facts.path);
