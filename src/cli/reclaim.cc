@@ -164,7 +164,12 @@ void print_plan_line(const Target& t, bool dry_run) {
       say("{} {}: {}", dry_run ? "would refuse" : "refuse", t.facts.path, t.decision.why);
       if (!t.decision.next_step.empty()) say("  next step: {}", t.decision.next_step);
       break;
-    case PlanAction::keep: say("skip {}: {}", t.facts.path, t.decision.why); break;
+    case PlanAction::keep:
+      if (t.verdict.state == EntryState::free && t.facts.parsed.role == EntryRole::lock)
+        say("no lock at {} ({})", t.facts.path, describe_target(t));
+      else
+        say("skip {}: {}", t.facts.path, t.decision.why);
+      break;
   }
 }
 
