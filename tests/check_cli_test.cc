@@ -92,8 +92,19 @@ Perf parse_perf_item(const std::string& word, std::string& label) {
   perf.crit = fields[2];
   perf.min = fields[3];
   perf.max = fields.size() == 5 ? fields[4] : "";
-  for (std::size_t i = 1; i < fields.size(); ++i)
-    CHECK_MESSAGE((fields[i].empty() || is_number(fields[i])), word);
+  // warn and crit are Nagios ranges ([@][~|N:][N]); min and max numbers.
+  for (std::size_t i = 1; i < fields.size(); ++i) {
+    std::string field = fields[i];
+    if (i <= 2) {
+      if (field.starts_with('@')) field.erase(0, 1);
+      if (const auto colon = field.find(':'); colon != std::string::npos) {
+        const std::string start = field.substr(0, colon);
+        CHECK_MESSAGE((start == "~" || is_number(start)), word);
+        field = field.substr(colon + 1);
+      }
+    }
+    CHECK_MESSAGE((field.empty() || is_number(field)), word);
+  }
   return perf;
 }
 
@@ -373,7 +384,7 @@ TEST_CASE("check: long output lists critical entries first, at most 20 lines") {
   REQUIRE(out.details.size() == 21);
   CHECK(out.details.front().find("malformed lock " + bad + " (json-syntax)") == 0);
   for (std::size_t i = 1; i < 20; ++i) CHECK(out.details[i].find("debris candidate ") == 0);
-  CHECK(out.details.back() == "... and 6 more");
+  CHECK(out.details.back() == "... and 6 more (-v lists them all)");
 }
 
 TEST_CASE("check: a lock older than --crit-age (equal to --warn-age) is CRITICAL and listed once") {
