@@ -74,6 +74,23 @@ std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
                      verdict.blocking_pid, facts.path);
 }
 
+/// For a record Apnea rejects only for its mode (`owner-mode-NNNN`, `lock-mode-NNNN`) while
+/// the pid it names is alive: the live owner is most likely the Apnea that wrote it, and
+/// giving back the mode Apnea writes repairs it without removing anything. Nothing otherwise.
+std::optional<std::string> mode_repair_step(const Verdict& verdict, const EntryFacts& facts) {
+  const bool owner_mode = verdict.failed_check.starts_with("owner-mode-");
+  const bool lock_mode = verdict.failed_check.starts_with("lock-mode-");
+  if (!owner_mode && !lock_mode) return std::nullopt;
+  const std::string pid = verdict.death.blocker ? fmt::format("{}", verdict.death.blocker->pid)
+                                                : verdict.blocking_pid;
+  const std::string path = owner_mode ? facts.path + "/owner.json" : facts.path;
+  return fmt::format("if pid {} is the Apnea that holds this lock (ps -o pid,lstart,args -p {}), "
+                     "give the record back the mode Apnea writes: chmod {} -- {} (it removes "
+                     "nothing; Apnea then sees its live owner); otherwise stop pid {} or wait "
+                     "for it to exit",
+                     pid, pid, owner_mode ? "600" : "700", shell_word(path), pid);
+}
+
 std::string remote_step(const EntryFacts& facts) {
   return fmt::format("on every machine sharing this directory, check that no Apnea process "
                      "holds it (apnea-locks status there), then remove it by hand: rm -r -- {}",
@@ -228,7 +245,7 @@ Decision decide_lock(const EntryFacts& facts, const Verdict& verdict, const Remo
     case EntryState::live_malformed:
       return refuse(fmt::format("its owner record is malformed ({}) and {}", verdict.failed_check,
                                 alive_blocker(verdict)),
-                    stop_step(verdict, facts));
+                    mode_repair_step(verdict, facts).value_or(stop_step(verdict, facts)));
     default: break;
   }
   if (auto refused = unprovable(facts, verdict)) return *refused;

@@ -405,8 +405,10 @@ int reclaim_command(const std::vector<std::string>& args) {
     lock_names.insert(*name);
     looked_in.emplace_back(".");
   }
-  {  // Labels for the output: the current directory and this account's home.
+  {  // Labels for the output: the current directory, its enclosing repository, the home.
     (void)labels.add_repository(system, ".");
+    if (auto enclosing = enclosing_repository(system, area.directory, "."))
+      (void)labels.add_repository(system, enclosing->root);
     const std::string home = node_homedir(system);
     if (!home.empty()) (void)labels.add_home(system, home);
   }
