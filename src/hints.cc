@@ -32,8 +32,9 @@ bool marks_repository(System& system, const std::string& folder) {
   return git && (git->type == FileType::directory || git->type == FileType::regular);
 }
 
-GlobalSetupHint hint_from(const LocatedLock& lock, const EntryFacts& facts, const Verdict& verdict) {
-  GlobalSetupHint hint;
+LockHint hint_from(const LocatedLock& lock, const EntryFacts& facts, const Verdict& verdict,
+                   const Decision& decision) {
+  LockHint hint;
   hint.lock = lock;
   hint.present = facts.stat.has_value();
   hint.state = verdict.state;
@@ -42,6 +43,8 @@ GlobalSetupHint hint_from(const LocatedLock& lock, const EntryFacts& facts, cons
   hint.needs_attention = verdict.needs_attention;
   hint.fix_argv = verdict.fix_argv;
   hint.fix = verdict.fix;
+  hint.why = decision.why;
+  hint.next_step = decision.next_step;
   return hint;
 }
 
@@ -72,15 +75,23 @@ SysResult<LocatedLock> global_setup_lock(System& system, const std::string& lock
 
 std::optional<GlobalSetupHint> global_setup_hint(const LocatedLock& lock, const JudgedEntry& entry) {
   if (entry.facts.name != lock.name) return std::nullopt;
-  return hint_from(lock, entry.facts, entry.verdict);
+  return hint_from(lock, entry.facts, entry.verdict, entry.decision);
+}
+
+LockHint lock_hint(System& system, const std::string& lock_directory, const LocatedLock& lock,
+                   const SurveySettings& given) {
+  SurveySettings settings = given;
+  const EntryFacts facts = survey_entry(system, lock_directory, lock.name, settings);
+  // An old guard is judged against the paused processes, as survey_area reads them.
+  if (facts.guard) settings.judge.paused = system.paused_processes();
+  const EntryLabel label{lock.kind, lock.root};
+  const auto judged = judge_entry(facts, settings, &label);
+  return hint_from(lock, facts, judged.first, judged.second);
 }
 
 GlobalSetupHint global_setup_hint(System& system, const std::string& lock_directory,
                                   const LocatedLock& lock, const SurveySettings& settings) {
-  const EntryFacts facts = survey_entry(system, lock_directory, lock.name, settings);
-  const EntryLabel label{LockKind::global_setup, lock.root};
-  const auto judged = judge_entry(facts, settings, &label);
-  return hint_from(lock, facts, judged.first);
+  return lock_hint(system, lock_directory, lock, settings);
 }
 
 }  // namespace apnea_locks

@@ -134,3 +134,22 @@ TEST_CASE("a dead global setup lock needs attention with the policy's one fix; l
     CHECK(hints[0].fix_argv == std::vector<std::string>{"apnea-locks", "reclaim", "--home", lock->root});
   }
 }
+
+TEST_CASE("from a subdirectory, the enclosing repository's lock is judged with its --repo fix") {
+  TempDir tree;
+  StagedSystem system;
+  for (const char* dir : {"repo", "repo/.apnea", "repo/src", "locks"}) make_dir(tree / dir);
+  const std::string area = tree / "locks";
+  auto lock = enclosing_repository(system, area, tree / "repo/src");
+  REQUIRE(lock);
+  const SurveySettings settings = healthy_settings(system);
+  CHECK_FALSE(lock_hint(system, area, *lock, settings).present);
+
+  make_entry(area, lock->name, owner_json(staged_dead));
+  const LockHint hint = lock_hint(system, area, *lock, settings);
+  CHECK(hint.present);
+  CHECK(hint.state == EntryState::stale);
+  CHECK(hint.needs_attention);  // inside Apnea's grace: Apnea refuses it
+  CHECK(hint.fix_argv == std::vector<std::string>{"apnea-locks", "reclaim", "--repo", lock->root});
+  CHECK(hint.why.find("pid-dead") != std::string::npos);
+}

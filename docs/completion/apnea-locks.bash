@@ -76,10 +76,11 @@ _apnea_locks()
             opts="-h --help --repo --home --all --force --dry-run -y --yes -J --json
                   --keep-tombstone $timing --user --lock-dir" ;;
         run)
-            opts="-h --help --repo --home --lock-dir -w --wait -n --nonblock --json
+            opts="-h --help --repo --home --lock-dir -w --wait -n --nonblock -q --quiet --json
                   --print-token" ;;
         check)
-            opts="-h --help --warn-age --crit-age --prometheus --output-file --repo --scan
+            opts="-h --help -V --version -v --verbose -w --warning -c --critical -t --timeout
+                  --warn-age --crit-age --prometheus --output-file --repo --scan
                   --scan-depth $timing --lock-dir" ;;
         *)
             return 0 ;;
@@ -126,7 +127,7 @@ _apnea_locks()
             _apnea_locks_list "$cur" "kind key role state reason apnea pid token age command
                 started written label fix name path attention self-heals certain guard"
             return 0 ;;
-        --tolerance|--guard-age|--warn-age|--crit-age|--scan-depth|-w|--wait)
+        --tolerance|--guard-age|--warn-age|--crit-age|--scan-depth|-w|--wait|--warning|-c|--critical|-t|--timeout)
             return 0 ;;
     esac
 

@@ -33,8 +33,8 @@ std::optional<LocatedLock> enclosing_repository(System& system, const std::strin
 SysResult<LocatedLock> global_setup_lock(System& system, const std::string& lock_directory,
                                          const std::string& home);
 
-/// The global setup lock as a survey judged it.
-struct GlobalSetupHint {
+/// A located lock as a survey judged it.
+struct LockHint {
   LocatedLock lock;
   bool present = false;           ///< the lock exists
   EntryState state = EntryState::free;
@@ -45,7 +45,17 @@ struct GlobalSetupHint {
   bool needs_attention = false;
   std::vector<std::string> fix_argv;  ///< the one fix command (policy.h); empty when none
   std::string fix;                    ///< fix_argv as a shell command line
+  std::string why;        ///< the decision's why under the survey's flags (policy.h)
+  std::string next_step;  ///< the decision's next step, for a refusal
 };
+
+/// The global setup lock as a survey judged it.
+using GlobalSetupHint = LockHint;
+
+/// Surveys the one entry `lock` (survey_entry, judged under `settings` with its root as the
+/// label, so the fix names `--repo` or `--home`). An absent lock is `free`, needing nothing.
+LockHint lock_hint(System& system, const std::string& lock_directory, const LocatedLock& lock,
+                   const SurveySettings& settings);
 
 /// The hint for `lock` from an entry a survey judged (survey_area's visit). Nothing when
 /// `entry` is not that lock.
