@@ -161,8 +161,9 @@ void print_help(std::FILE* out, const CommandHelp& help, const po::options_descr
   std::fflush(out);
 }
 
-void print_version(std::FILE* out) {
-  fmt::print(out, "apnea-locks {}\n", APNEA_LOCKS_VERSION);
+void print_version(std::FILE* out, std::string_view command) {
+  if (command.empty()) fmt::print(out, "apnea-locks {}\n", APNEA_LOCKS_VERSION);
+  else fmt::print(out, "apnea-locks {} {}\n", command, APNEA_LOCKS_VERSION);
   std::fflush(out);
 }
 
@@ -228,7 +229,7 @@ std::optional<int> standard_action(const po::variables_map& values, const Comman
     return exit_ok;
   }
   if (values.count("version") != 0) {
-    print_version(stdout);
+    print_version(stdout, help.name);
     return exit_ok;
   }
   return std::nullopt;

@@ -36,8 +36,9 @@ struct CommandHelp {
 /// and "For more details see apnea-locks(1).", wrapped to 80 columns.
 void print_help(std::FILE* out, const CommandHelp& help, const po::options_description& options);
 
-/// Prints "apnea-locks VERSION".
-void print_version(std::FILE* out);
+/// Prints "apnea-locks VERSION", or "apnea-locks COMMAND VERSION" for a subcommand (a
+/// monitoring plugin's -V names the plugin).
+void print_version(std::FILE* out, std::string_view command = {});
 
 /// The options every subcommand has: -h/--help, -V/--version and --color[=WHEN] (checked
 /// when the command line is notified).
