@@ -221,7 +221,7 @@ const std::vector<FieldInfo>& all_fields() {
        false, 0, 16, 3, Cut::end, 0, "", why_text, why_json},
       {next_step, "next-step", "NEXT-STEP", "for a refusal: what would unblock it", "next_step",
        safe, false, 0, 16, 3, Cut::end, 0, "", next_step_text, next_step_json},
-      {force, "force", "FORCE", "yes when only reclaim --force would remove it", "force_required",
+      {force, "force", "FORCE", "yes when only a forced reclaim would remove it", "force_required",
        raw, false, 0, 0, 0, Cut::end, 0, "", force_text, force_json},
       {clock_void, "clock-void", "CLOCK-VOID", "yes when clock evidence is void (the clock stepped)",
        "clock_void", raw, false, 0, 0, 0, Cut::end, 0, "", clock_void_text, clock_void_json},
