@@ -230,8 +230,11 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
   verdict.apnea_self_heals = facts.parsed.kind == LockKind::repository && !apnea_live &&
                              verdict.age_ns && *verdict.age_ns >= grace_ns &&
                              verdict.guard == GuardState::none;
-  // A guard in flight means someone is reclaiming it right now.
-  verdict.needs_attention = !verdict.apnea_self_heals && verdict.guard != GuardState::in_flight;
+  // A dead owner needs a human unless Apnea reclaims it by itself, which it cannot while any
+  // reclaim guard is there: a guard of any age makes Apnea refuse ("reclamation is guarded").
+  // A working guard lives for milliseconds, so one a survey sees is almost always left by a
+  // crash, and a survey that catches a real reclamation sees the lock gone on its next pass.
+  verdict.needs_attention = !verdict.apnea_self_heals;
 }
 
 /// Candidates and tombstones: in flight while their writer may still be running, or while

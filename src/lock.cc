@@ -12,12 +12,13 @@
 namespace apnea_locks {
 namespace {
 
-LockError operation_locked(LockedReason reason, std::string message, const std::string& resource,
-                           const std::string& lock, double pid) {
+LockError operation_locked(LockedReason reason, std::string headline, std::string_view advice,
+                           const std::string& resource, const std::string& lock, double pid) {
   LockError error;
   error.kind = LockError::Kind::operation_locked;
   error.reason = reason;
-  error.message = std::move(message);
+  error.message = advice.empty() ? headline : fmt::format("{}. {}", headline, advice);
+  error.headline = std::move(headline);
   error.resource = resource;
   error.lock_path = lock;
   error.pid = pid;
@@ -28,6 +29,7 @@ LockError config_error(std::string message, std::string path) {
   LockError error;
   error.kind = LockError::Kind::config_error;
   error.message = std::move(message);
+  error.headline = error.message;
   error.path = std::move(path);
   return error;
 }
@@ -119,10 +121,10 @@ std::int64_t lock_age_ms(System& system, const std::string& lock) {
 
 LockError malformed_error(const LockTarget& target) {
   return operation_locked(
-      LockedReason::malformed,
-      fmt::format("Apnea lock metadata is malformed at {}. Automatic cleanup is disabled. Verify "
-                  "no Apnea process owns it, then Remove this lock directory manually: {}",
-                  target.lock_path, target.lock_path),
+      LockedReason::malformed, fmt::format("Apnea lock metadata is malformed at {}", target.lock_path),
+      fmt::format("Automatic cleanup is disabled. Verify no Apnea process owns it, then Remove "
+                  "this lock directory manually: {}",
+                  target.lock_path),
       target.resource, target.lock_path, 0);
 }
 
@@ -181,7 +183,7 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
           LockedReason::live,
           fmt::format("another Apnea operation holds {} for {} (pid {})", lock, target.resource,
                       pid_text(existing.pid)),
-          target.resource, lock, existing.pid));
+          {}, target.resource, lock, existing.pid));
     }
     if (options.reclaim_grace && lock_age_ms(system, lock) >= options.reclaim_grace->count()) {
       // A dead owner past the grace: a crashed holder. Reclaim under the guard, then try
@@ -190,19 +192,20 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
       expect.token = existing.token;
       auto reclaimed = reclaim_guarded(system, lock, target.resource, expect);
       if (!reclaimed) return failure(reclaimed.error());
+      if (reclaimed->removed && options.on_reclaimed) options.on_reclaimed(existing, lock);
       continue;
     }
     return failure(operation_locked(
         LockedReason::stale,
-        fmt::format("Apnea lock owner pid {} is not live at {}. Automatic stale cleanup is "
-                    "disabled. Verify no Apnea process owns it, then Remove this lock directory "
-                    "manually: {}",
-                    pid_text(existing.pid), lock, lock),
+        fmt::format("Apnea lock owner pid {} is not live at {}", pid_text(existing.pid), lock),
+        fmt::format("Automatic stale cleanup is disabled. Verify no Apnea process owns it, then "
+                    "Remove this lock directory manually: {}",
+                    lock),
         target.resource, lock, existing.pid));
   }
   return failure(operation_locked(
       LockedReason::raced,
-      fmt::format("Apnea lock changed repeatedly at {}; retry the operation", lock),
+      fmt::format("Apnea lock changed repeatedly at {}; retry the operation", lock), {},
       target.resource, lock, 0));
 }
 
@@ -385,11 +388,10 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
     if (!is(made.error(), std::errc::file_exists))
       return failure(wrapped(made.error(), "mkdir", guard, resource));
     LockError error = operation_locked(
-        LockedReason::stale,
-        fmt::format("Apnea stale-lock reclamation is guarded at {}. Retry after the other "
-                    "operation completes. If the guard persists, stop all Apnea processes using "
-                    "{}, then remove this guard directory manually: {}",
-                    guard, lock, guard),
+        LockedReason::stale, fmt::format("Apnea stale-lock reclamation is guarded at {}", guard),
+        fmt::format("Retry after the other operation completes. If the guard persists, stop all "
+                    "Apnea processes using {}, then remove this guard directory manually: {}",
+                    lock, guard),
         resource, lock, 0);
     error.guarded = true;
     return failure(std::move(error));

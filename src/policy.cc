@@ -74,6 +74,23 @@ std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
                      verdict.blocking_pid, facts.path);
 }
 
+/// For a record Apnea rejects only for its mode (`owner-mode-NNNN`, `lock-mode-NNNN`) while
+/// the pid it names is alive: the live owner is most likely the Apnea that wrote it, and
+/// giving back the mode Apnea writes repairs it without removing anything. Nothing otherwise.
+std::optional<std::string> mode_repair_step(const Verdict& verdict, const EntryFacts& facts) {
+  const bool owner_mode = verdict.failed_check.starts_with("owner-mode-");
+  const bool lock_mode = verdict.failed_check.starts_with("lock-mode-");
+  if (!owner_mode && !lock_mode) return std::nullopt;
+  const std::string pid = verdict.death.blocker ? fmt::format("{}", verdict.death.blocker->pid)
+                                                : verdict.blocking_pid;
+  const std::string path = owner_mode ? facts.path + "/owner.json" : facts.path;
+  return fmt::format("if pid {} is the Apnea that holds this lock (ps -o pid,lstart,args -p {}), "
+                     "give the record back the mode Apnea writes: chmod {} -- {} (it removes "
+                     "nothing; Apnea then sees its live owner); otherwise stop pid {} or wait "
+                     "for it to exit",
+                     pid, pid, owner_mode ? "600" : "700", shell_word(path), pid);
+}
+
 std::string remote_step(const EntryFacts& facts) {
   return fmt::format("on every machine sharing this directory, check that no Apnea process "
                      "holds it (apnea-locks status there), then remove it by hand: rm -r -- {}",
@@ -156,7 +173,11 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
   if (verdict.state == EntryState::free) return keep("it is gone");
   const std::int64_t age = verdict.age_ns.value_or(0);
   if (age < flags.guard_age_ns)
-    return keep(fmt::format("a reclamation is in progress (guard {} old)", seconds_text(age)));
+    return keep(fmt::format("the guard is {} old, younger than --guard-age {}: a reclamation may "
+                            "be running (if its lock is there and dead, Apnea is refused until "
+                            "the guard goes: see that lock)",
+                            seconds_text(std::max<std::int64_t>(age, 0)),
+                            seconds_text(flags.guard_age_ns)));
   if (verdict.death.remote_filesystem)
     return refuse(fmt::format("the lock area is on a {} filesystem: its holder may run on another "
                               "machine",
@@ -188,10 +209,14 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
   if (!facts.guard) return std::nullopt;
   const std::int64_t age = verdict.guard_age_ns.value_or(0);
   if (age < flags.guard_age_ns)
-    return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {} ({} old): "
-                              "another reclamation is in progress",
+    return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {} ({} old): Apnea is "
+                              "refused until it is gone; a working guard lives for milliseconds, "
+                              "so one still there was most likely left by a crash",
                               reclaim_guard_path(facts.path), seconds_text(std::max<std::int64_t>(age, 0))),
-                  "retry after the other operation completes");
+                  fmt::format("run reclaim --force again once the guard is older than --guard-age "
+                              "{} (in {}): it removes the guard, then the lock",
+                              seconds_text(flags.guard_age_ns),
+                              seconds_text(std::max<std::int64_t>(flags.guard_age_ns - age, 0))));
   EntryFacts guard;
   guard.name = reclaim_guard_path(facts.name);
   guard.path = reclaim_guard_path(facts.path);
@@ -220,7 +245,7 @@ Decision decide_lock(const EntryFacts& facts, const Verdict& verdict, const Remo
     case EntryState::live_malformed:
       return refuse(fmt::format("its owner record is malformed ({}) and {}", verdict.failed_check,
                                 alive_blocker(verdict)),
-                    stop_step(verdict, facts));
+                    mode_repair_step(verdict, facts).value_or(stop_step(verdict, facts)));
     default: break;
   }
   if (auto refused = unprovable(facts, verdict)) return *refused;

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <grp.h>
 #include <linux/openat2.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -667,6 +668,12 @@ class RealSystem final : public System {
   }
 
   bool is_terminal(int fd) override { return ::isatty(fd) == 1; }
+
+  std::optional<int> terminal_columns(int fd) override {
+    struct winsize size {};
+    if (::ioctl(fd, TIOCGWINSZ, &size) != 0 || size.ws_col == 0) return std::nullopt;
+    return static_cast<int>(size.ws_col);
+  }
 
   std::optional<Account> lookup_account(const std::string& name) override {
     struct passwd entry {};

@@ -92,8 +92,19 @@ Perf parse_perf_item(const std::string& word, std::string& label) {
   perf.crit = fields[2];
   perf.min = fields[3];
   perf.max = fields.size() == 5 ? fields[4] : "";
-  for (std::size_t i = 1; i < fields.size(); ++i)
-    CHECK_MESSAGE((fields[i].empty() || is_number(fields[i])), word);
+  // warn and crit are Nagios ranges ([@][~|N:][N]); min and max numbers.
+  for (std::size_t i = 1; i < fields.size(); ++i) {
+    std::string field = fields[i];
+    if (i <= 2) {
+      if (field.starts_with('@')) field.erase(0, 1);
+      if (const auto colon = field.find(':'); colon != std::string::npos) {
+        const std::string start = field.substr(0, colon);
+        CHECK_MESSAGE((start == "~" || is_number(start)), word);
+        field = field.substr(colon + 1);
+      }
+    }
+    CHECK_MESSAGE((field.empty() || is_number(field)), word);
+  }
   return perf;
 }
 
@@ -373,7 +384,7 @@ TEST_CASE("check: long output lists critical entries first, at most 20 lines") {
   REQUIRE(out.details.size() == 21);
   CHECK(out.details.front().find("malformed lock " + bad + " (json-syntax)") == 0);
   for (std::size_t i = 1; i < 20; ++i) CHECK(out.details[i].find("debris candidate ") == 0);
-  CHECK(out.details.back() == "... and 6 more");
+  CHECK(out.details.back() == "... and 6 more (-v lists them all)");
 }
 
 TEST_CASE("check: a lock older than --crit-age (equal to --warn-age) is CRITICAL and listed once") {
@@ -383,4 +394,132 @@ TEST_CASE("check: a lock older than --crit-age (equal to --warn-age) is CRITICAL
   CHECK(out.word == "CRITICAL");
   REQUIRE(out.details.size() == 1);
   CHECK(out.details[0].find("live lock " + old) == 0);
+}
+
+TEST_CASE("check -w/-c: Nagios ranges for the lock age, with @, ~ and start:end") {
+  Area area;
+  const std::string old = area.lock("old", owner_json(::getpid()), 600);  // 10 minutes
+  struct Case {
+    std::vector<std::string> args;
+    std::string word;
+    std::string warn, crit;  // perfdata
+  };
+  const std::vector<Case> cases = {
+      {{"-w", "300"}, "WARNING", "300", ""},                // older than 5 m
+      {{"-w", "5m", "-c", "9m"}, "CRITICAL", "300", "540"}, // units, critical wins
+      {{"--warning", "1h", "--critical", "2h"}, "OK", "3600", "7200"},
+      {{"-w", "~:300"}, "WARNING", "~:300", ""},
+      {{"-w", "@500:700"}, "WARNING", "@500:700", ""},      // inside 500..700
+      {{"-w", "@0:100"}, "OK", "@100", ""},                 // the same as @100
+      {{"-w", "700:"}, "WARNING", "700:", ""},              // younger than 700 s
+      {{"-w", "age=100:2000"}, "OK", "100:2000", ""},
+      {{"-w", "oldest_age_s=100"}, "WARNING", "100", ""},
+      {{"-w", "@~:", "-c", "@0:1000"}, "CRITICAL", "@~:", "@1000"},
+      {{"--warn-age", "5m"}, "WARNING", "300", ""},         // deprecated spelling
+      {{"--warn-age", "5m", "--crit-age", "9m"}, "CRITICAL", "300", "540"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    CheckOutput out = check(area.path, c.args);
+    CHECK_MESSAGE(out.word == c.word, out.raw);
+    CHECK(out.perf.at("oldest_age_s").warn == c.warn);
+    CHECK(out.perf.at("oldest_age_s").crit == c.crit);
+    if (c.word != "OK") {
+      REQUIRE(out.details.size() == 1);
+      CHECK(out.details[0].find("live lock " + old) == 0);
+    }
+  }
+  CHECK(check(area.path, {"-w", "300"}).summary.find("1 lock older than 300s") == 0);
+  CHECK(check(area.path, {"-w", "@500:700"}).summary.find("1 lock aged within @500:700s") == 0);
+}
+
+TEST_CASE("check -w/-c METRIC=RANGE: thresholds on the counts, which only add alerts") {
+  Area area;
+  area.lock("a", owner_json(::getpid()));
+  area.lock("b", owner_json(::getpid()));
+  CheckOutput two = check(area.path, {"-w", "locks=1", "-c", "locks=5"});
+  CHECK(two.word == "WARNING");
+  CHECK(two.summary.find("locks=2 outside 1") == 0);
+  CHECK(two.perf.at("locks").warn == "1");
+  CHECK(two.perf.at("locks").crit == "5");
+  CHECK(check(area.path, {"-c", "live=@2:"}).word == "CRITICAL");
+  CHECK(check(area.path, {"-w", "live=2:"}).word == "OK");
+  CHECK(check(area.path, {"-w", "stale=0"}).word == "OK");
+
+  // A built-in level stays: a malformed lock is CRITICAL whatever range is given for it.
+  area.lock("bad", "{");
+  CheckOutput bad = check(area.path, {"-c", "malformed=10"});
+  CHECK(bad.word == "CRITICAL");
+  CHECK(bad.perf.at("malformed").crit == "10");
+}
+
+TEST_CASE("check: inconsistent or malformed thresholds are usage errors (UNKNOWN), bounded and one line") {
+  Area area;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-w", "2h", "-c", "1h"}, {"-w", "10:", "-c", "5"},
+        {"-w", "stale=5", "-c", "stale=1"}, {"-w", "@0:10", "-c", "@0:100"},
+        {"-w", "1h", "--warn-age", "1h"}, {"-c", "1h", "--crit-age", "2h"},
+        {"-w", "1h", "-w", "2h"}, {"-w", "bogus=1"}, {"-w", "stale=1h"}, {"-w", "10:5"},
+        {"-w", "1e3"}, {"-w", ""}, {"-w", std::string(100, '9')}, {"-c", "@"},
+        {"-t", "0"}, {"-t", "2h"}, {"-t", "abc"}}) {
+    CAPTURE(args);
+    CommandResult result = run_command([&] {
+      std::vector<std::string> argv = {test_env("APNEA_LOCKS_BIN"), "check", "--lock-dir", area.path};
+      argv.insert(argv.end(), args.begin(), args.end());
+      return argv;
+    }());
+    CheckOutput out = parse_check(result);
+    CHECK_MESSAGE(out.word == "UNKNOWN", out.raw);
+    CHECK(out.summary.find("usage: ") == 0);
+    CHECK(out.details.empty());
+    CHECK(out.raw.size() < 400);
+  }
+}
+
+TEST_CASE("check -V, -t and -v levels") {
+  Area area;
+  CommandResult version = run_command({test_env("APNEA_LOCKS_BIN"), "check", "-V"});
+  CHECK(version.status == 0);
+  CHECK(version.out.find("apnea-locks check ") == 0);
+  CHECK(check(area.path, {"-t", "5"}).word == "OK");
+  CHECK(check(area.path, {"--timeout", "1m"}).word == "OK");
+
+  const long long dead = dead_pid();
+  for (int i = 0; i < 22; ++i)
+    make_entry(area.path, fake_lock_name("t" + std::to_string(i)) + ".candidate.x", owner_json(dead));
+  area.lock("live", owner_json(::getpid()));
+  const std::string live_malformed = area.lock("mode", owner_json(::getpid()), 0, LockKind::repository, 0644);
+
+  CheckOutput quiet = check(area.path);
+  CHECK(quiet.details.size() == 21);  // 20 and "... and 3 more"
+  CheckOutput one = check(area.path, {"-v"});
+  CHECK(one.details.size() == 23);    // every entry that needs a human
+  bool next_step = false;
+  for (const auto& line : one.details)
+    if (line.find("live-malformed lock " + live_malformed) == 0) next_step = line.find("next step: ") != std::string::npos;
+  CHECK(next_step);
+  CheckOutput two = check(area.path, {"-vv"});
+  REQUIRE(two.details.size() == 25);   // + the area line + the live lock
+  CHECK(two.details[0].find("lock area " + area.path + "; 24 entries; thresholds: -w age=3600") == 0);
+  CHECK(two.details.back().find("ok: live lock ") == 0);
+  CheckOutput three = check(area.path, {"-v", "-v", "--verbose"});
+  REQUIRE(three.details.size() == 26);
+  CHECK(three.details[1].find("host: filesystem ") == 0);
+}
+
+TEST_CASE("check: a reclaim guard that blocks Apnea is never OK, however recent") {
+  Area area;
+  const std::string lock = area.lock("guarded", owner_json(dead_pid()), 120);  // past the grace
+  CHECK(check(area.path).word == "OK");  // Apnea reclaims it by itself
+  make_dir(lock + ".reclaim");           // a reclaimer crashed a moment ago
+  CheckOutput out = check(area.path);
+  CHECK(out.word == "CRITICAL");
+  CHECK(out.summary.find("1 reclaim guard blocking Apnea") == 0);
+  CHECK(out.perf.at("guards").value == 1);
+  REQUIRE(out.details.size() >= 1);
+  CHECK(out.details[0].find("stale lock " + lock) == 0);
+  CHECK(out.details[0].find("its reclaim guard blocks Apnea") != std::string::npos);
+  // status agrees: exit 1, never 0.
+  CommandResult status = run_command({test_env("APNEA_LOCKS_BIN"), "status", "--lock-dir", area.path});
+  CHECK(status.status == 1);
 }

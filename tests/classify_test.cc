@@ -323,12 +323,16 @@ TEST_CASE("a reclaim guard changes a stale lock's verdict") {
   CHECK(blocked.needs_attention);
   CHECK(blocked.force_required);
 
-  lock.guard = dir_stat(1 * s);  // someone is reclaiming it right now
+  // A guard a second old: a reclamation may be running, but one that crashed a second ago
+  // looks the same, and either way Apnea is refused ("reclamation is guarded") while it is
+  // there: never OK.
+  lock.guard = dir_stat(1 * s);
   Verdict reclaiming = judged(lock, policy(), nullptr);
   CHECK(reclaiming.guard == GuardState::in_flight);
   CHECK_FALSE(reclaiming.apnea_self_heals);
-  CHECK_FALSE(reclaiming.needs_attention);
+  CHECK(reclaiming.needs_attention);
   CHECK(reclaiming.state == EntryState::stale);
+  CHECK(reclaiming.fix.empty());  // nothing removes it before --guard-age
 }
 
 TEST_CASE("tolerance and guard threshold are policy") {

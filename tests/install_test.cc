@@ -40,8 +40,8 @@ std::vector<std::string> commands() {
       in_list = true;
       continue;
     }
-    if (in_list && line.starts_with("  ") && line.size() > 2 && line[2] != ' ') {
-      out.push_back(line.substr(2, line.find(' ', 2) - 2));
+    if (in_list && line.starts_with(" ") && line.size() > 1 && line[1] != ' ') {
+      out.push_back(line.substr(1, line.find(' ', 1) - 1));
     } else if (in_list && line.empty()) {
       in_list = false;
     }

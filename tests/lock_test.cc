@@ -150,6 +150,7 @@ TEST_CASE("a live owner: OperationLocked live with the reference's text") {
   CHECK(held.error().resource == f.target.resource);
   CHECK(held.error().message == "another Apnea operation holds " + f.target.lock_path + " for " +
                                     f.target.resource + " (pid 6000)");
+  CHECK(held.error().headline == held.error().message);  // no advice to leave out
   // EPERM (another account's process) is alive to Apnea too.
   f.system.processes[live_pid].signal_errno = EPERM;
   CHECK(acquire(f.system, f.target, apnea_options(LockKind::repository)).error().is(LockedReason::live));
@@ -169,11 +170,22 @@ TEST_CASE("a dead owner: stale inside the grace, reclaimed after it") {
         "Apnea lock owner pid 6001 is not live at " + f.target.lock_path +
             ". Automatic stale cleanup is disabled. Verify no Apnea process owns it, then Remove "
             "this lock directory manually: " + f.target.lock_path);
+  // The headline is the message without Apnea's advice to remove the lock by hand.
+  CHECK(young.error().headline == "Apnea lock owner pid 6001 is not live at " + f.target.lock_path);
   CHECK(f.token_at(f.target.lock_path) == "dead");
 
   f.system.clock_offset_ns = minute_and_more;
-  auto held = acquire(f.system, f.target, apnea_options(LockKind::repository));
+  AcquireOptions options = apnea_options(LockKind::repository);
+  std::vector<std::pair<std::string, std::string>> reclaimed;  // token, lock
+  options.on_reclaimed = [&](const Owner& owner, const std::string& lock) {
+    reclaimed.emplace_back(owner.token, lock);
+  };
+  auto held = acquire(f.system, f.target, options);
   REQUIRE(held);
+  // The takeover is reported once, with the dead owner it removed.
+  REQUIRE(reclaimed.size() == 1);
+  CHECK(reclaimed[0].first == "dead");
+  CHECK(reclaimed[0].second == f.target.lock_path);
   CHECK(f.token_at(f.target.lock_path) == held->owner().token);
   // The guard and the tombstone are gone.
   CHECK(f.entries().size() == 1);
@@ -234,6 +246,7 @@ TEST_CASE("malformed metadata: OperationLocked malformed with the reference's te
         "Apnea lock metadata is malformed at " + f.target.lock_path +
             ". Automatic cleanup is disabled. Verify no Apnea process owns it, then Remove this "
             "lock directory manually: " + f.target.lock_path);
+  CHECK(held.error().headline == "Apnea lock metadata is malformed at " + f.target.lock_path);
 }
 
 TEST_CASE("race: a release between 'lock exists' and the owner read is a retry, not malformed") {
@@ -330,6 +343,7 @@ TEST_CASE("race: a second reclaimer blocked by the guard fails with the referenc
             ". Retry after the other operation completes. If the guard persists, stop all Apnea "
             "processes using " + f.target.lock_path + ", then remove this guard directory manually: " +
             guard);
+  CHECK(held.error().headline == "Apnea stale-lock reclamation is guarded at " + guard);
   CHECK(f.exists(guard));
   CHECK(f.token_at(f.target.lock_path) == "dead");
 }

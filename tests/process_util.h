@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "json_schema.h"
+
 namespace apnea_locks::testing {
 
 /// What a finished command printed and how it exited.
@@ -50,6 +52,10 @@ inline CommandResult run_command(const std::vector<std::string>& words,
   const int status = ::pclose(pipe);
   if (WIFEXITED(status)) result.status = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.status = 128 + WTERMSIG(status);
+  // Every JSON document apnea-locks prints is checked against docs/apnea-locks.schema.json.
+  const char* bin = std::getenv("APNEA_LOCKS_BIN");
+  if (!words.empty() && bin != nullptr && words.front() == bin && result.out.starts_with('{'))
+    check_first_json_document(result.out);
   return result;
 }
 

@@ -267,3 +267,118 @@ TEST_CASE("on a terminal it lists the targets and asks; only yes removes") {
   CHECK(yes.out.find("removed " + a.lock) != std::string::npos);
   CHECK_FALSE(exists(a.lock));
 }
+
+namespace {
+
+/// `argv` run in the folder `cwd` (through sh), with `env` added.
+Finished finish_in(const std::string& cwd, std::vector<std::string> argv,
+                   const std::map<std::string, std::string>& env = {}) {
+  std::vector<std::string> shell{"sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", cwd};
+  shell.insert(shell.end(), argv.begin(), argv.end());
+  return finish(shell, env);
+}
+
+}  // namespace
+
+TEST_CASE("from a subdirectory, reclaim finds no lock there, names the enclosing repository's, exits 1") {
+  Area a;
+  make_dir(a.scratch.repo + "/.git");
+  make_dir(a.scratch.repo + "/src");
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  const auto before = snapshot(a.scratch.root);
+  const std::map<std::string, std::string> env{{"HOME", a.scratch.home}};
+
+  Finished here = finish_in(a.scratch.repo + "/src", {locks_bin(), "reclaim", "--lock-dir", a.dir, "--yes"}, env);
+  CAPTURE(here.out);
+  CAPTURE(here.err);
+  CHECK(here.status == 1);  // nothing where it looked: never a clean 0
+  CHECK(here.out.find("no lock at ") == 0);
+  CHECK(here.out.find("the lock is probably the enclosing repository's") != std::string::npos);
+  CHECK(here.out.find(a.lock + " of " + a.scratch.repo + " is stale (pid-dead)") != std::string::npos);
+  const std::string fix = "apnea-locks reclaim --lock-dir " + a.dir + " --repo " + a.scratch.repo;
+  CHECK(here.out.find(fix + " --dry-run") != std::string::npos);
+  CHECK(here.out.find(fix + " --yes") != std::string::npos);
+  CHECK(snapshot(a.scratch.root) == before);
+
+  // The JSON says the same: nothing found, and where.
+  Finished json = finish_in(a.scratch.repo + "/src", {locks_bin(), "reclaim", "--lock-dir", a.dir, "--json", "--dry-run"}, env);
+  CHECK(json.status == 1);
+  auto report = parse_object(json.out);
+  CHECK(report.at("found").as_bool() == false);
+  auto& hint = report.at("hints").as_array().at(0).as_object();
+  CHECK(hint.at("hint").as_string() == "enclosing-repository");
+  CHECK(hint.at("path").as_string() == a.lock);
+  CHECK(hint.at("state").as_string() == "stale");
+  CHECK(hint.at("fix_argv").as_array().back().as_string() == a.scratch.repo);
+
+  // The suggested command works from there.
+  Finished fixed = finish_in(a.scratch.repo + "/src",
+                             {locks_bin(), "reclaim", "--lock-dir", a.dir, "--repo", a.scratch.repo, "--yes"}, env);
+  CHECK(fixed.status == 0);
+  CHECK_FALSE(exists(a.lock));
+
+  // No lock anywhere: it says so, names how to pass Apnea's lock path, and exits 1.
+  Finished nothing = finish_in(a.scratch.repo + "/src", {locks_bin(), "reclaim", "--lock-dir", a.dir, "--yes"}, env);
+  CHECK(nothing.status == 1);
+  CHECK(nothing.out.find("the enclosing repository " + a.scratch.repo + " has no lock either") != std::string::npos);
+  CHECK(nothing.out.find("apnea-locks reclaim --dry-run LOCKPATH") != std::string::npos);
+}
+
+TEST_CASE("a dead global setup lock is named by every reclaim that does not remove it") {
+  Area a;
+  const std::map<std::string, std::string> env{{"HOME", a.scratch.home}};
+  const std::string global_name =
+      lock_name(LockKind::global_setup, lock_key(LockKind::global_setup, a.scratch.home));
+  const std::string global = a.dir + "/" + global_name;
+  make_entry(a.dir, global_name, owner_json(dead_pid()));
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  const std::string fix = "apnea-locks reclaim --lock-dir " + a.dir + " --home " + a.scratch.home;
+
+  Finished dry = finish({locks_bin(), "reclaim", "--lock-dir", a.dir, "--repo", a.scratch.repo, "--dry-run"}, env);
+  CAPTURE(dry.out);
+  CHECK(dry.status == 1);  // Apnea stays blocked
+  CHECK(dry.out.find("would reclaim " + a.lock) != std::string::npos);
+  CHECK(dry.out.find("the global setup lock of " + a.scratch.home + " blocks every Apnea run") != std::string::npos);
+  CHECK(dry.out.find(global + " is stale (pid-dead)") != std::string::npos);
+  CHECK(dry.out.find(fix + " --dry-run") != std::string::npos);
+  CHECK(dry.out.find(fix + " --yes") != std::string::npos);
+
+  Finished repo = finish({locks_bin(), "reclaim", "--lock-dir", a.dir, "--repo", a.scratch.repo, "--yes"}, env);
+  CHECK(repo.status == 1);
+  CHECK_FALSE(exists(a.lock));
+  CHECK(repo.out.find("blocks every Apnea run") != std::string::npos);
+  CHECK(exists(global));
+
+  Finished json = finish({locks_bin(), "reclaim", "--lock-dir", a.dir, "--all", "--dry-run", "--json"}, env);
+  auto report = parse_object(json.out);
+  auto& hint = report.at("hints").as_array().at(0).as_object();
+  CHECK(hint.at("hint").as_string() == "global-setup");
+  CHECK(hint.at("needs_attention").as_bool());
+  CHECK(hint.at("fix").as_string() == fix);
+
+  // The command it names removes it; then nothing is named and the exit status is 0.
+  Finished removed = finish({locks_bin(), "reclaim", "--lock-dir", a.dir, "--home", a.scratch.home, "--yes"}, env);
+  CAPTURE(removed.out);
+  CHECK(removed.status == 0);
+  CHECK_FALSE(exists(global));
+  CHECK(removed.out.find("blocks every Apnea run") == std::string::npos);
+}
+
+TEST_CASE("the lock path from Apnea's message works without --lock-dir, wherever its area is") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  // The area is not this process's default one: the path names it.
+  Finished dry = finish({locks_bin(), "reclaim", "--dry-run", a.lock + "/"});
+  CAPTURE(dry.out);
+  CAPTURE(dry.err);
+  CHECK(dry.status == 0);
+  CHECK(dry.out.find("would reclaim " + a.lock) != std::string::npos);
+  Finished done = finish({locks_bin(), "reclaim", "--yes", a.lock});
+  CHECK(done.status == 0);
+  CHECK_FALSE(exists(a.lock));
+  // Two areas at once are a usage error; a path whose area does not exist is a bad path.
+  Finished two = finish({locks_bin(), "reclaim", "--dry-run", a.lock, a.scratch.root + "/other/" + a.lock.substr(a.dir.size() + 1)});
+  CHECK(two.status == 2);
+  Finished missing = finish({locks_bin(), "reclaim", "--dry-run", a.scratch.root + "/nope/" + a.lock.substr(a.dir.size() + 1)});
+  CHECK(missing.status == 3);
+}

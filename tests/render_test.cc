@@ -1,5 +1,6 @@
-// The command line's renderers: JSON writer and escaping, table alignment, raw cells, and
-// the column list of status.
+// The presentation layer's pure parts: JSON writer and escaping, the table fitted to a
+// width, raw cells, shortening and wrapping, the time formatter, the field table and the
+// column list, the help formatter.
 #include "cli/render.h"
 
 #include <doctest/doctest.h>
@@ -8,9 +9,15 @@
 #include <boost/json.hpp>
 #include <cstdlib>
 #include <functional>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/entry_report.h"
+#include "cli/options.h"
+#include "cli/terminal.h"
+#include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::cli;
@@ -124,7 +131,237 @@ TEST_CASE("-o parses column lists, +COL extends the defaults") {
   CHECK(extended->size() == default_fields().size() + 1);
   CHECK(extended->back() == Field::path);
   CHECK_FALSE(parse_fields("name,bogus"));
-  CHECK(parse_fields("name,bogus").error() == "unknown column 'bogus'");
+  CHECK(parse_fields("name,bogus").error() == "unknown column 'bogus' (see 'apnea-locks status -o help')");
   CHECK_FALSE(parse_fields(""));
   for (const FieldInfo& info : all_fields()) CHECK(field_info(info.field).name == info.name);
+}
+
+namespace {
+
+/// The widest line of `lines`, in display columns, ANSI colour escapes not counted.
+std::size_t widest(const std::vector<std::string>& lines) {
+  std::size_t out = 0;
+  for (const std::string& line : lines) {
+    std::string plain;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      if (line[i] == '\x1b') {
+        while (i < line.size() && line[i] != 'm') ++i;
+        continue;
+      }
+      plain += line[i];
+    }
+    out = std::max(out, display_width(plain));
+  }
+  return out;
+}
+
+/// A table like status's: fixed columns, free text that shrinks, columns that may hide.
+Table sample_table() {
+  Table table({{"STATE", false, 0, 0, Cut::end, 0},
+               {"KEY", false, 0, 0, Cut::end, 2},
+               {"PID", true, 0, 0, Cut::end, 0},
+               {"COMMAND", false, 8, 1, Cut::end, 1},
+               {"LABEL", false, 8, 2, Cut::start, 0},
+               {"FIX", false, 12, 3, Cut::end, 0}});
+  table.add_row({"stale", "8d246a543d0c", "4242", "node /usr/lib/node_modules/@naxodev/apnea/bin/apnea run",
+                 "/home/ann/code/web", "apnea-locks reclaim --force --repo /home/ann/code/web"},
+                "31");
+  table.add_row({"live", "5995c0f93b18", "19125", "vim notes.txt", "/home/ann/code/app", "-"});
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("the table keeps everything without a width, and never exceeds one") {
+  const Table table = sample_table();
+  const auto full = table.lines(true, 0, "...", false);
+  CHECK(full[1].find("apnea-locks reclaim --force --repo /home/ann/code/web") != std::string::npos);
+  CHECK(full[1].find("node /usr/lib/node_modules/@naxodev/apnea/bin/apnea run") != std::string::npos);
+  CHECK(table.hidden().empty());
+  for (std::size_t width : {200u, 120u, 100u, 80u, 60u, 40u, 20u, 5u}) {
+    CAPTURE(width);
+    const auto lines = table.lines(true, width, "\xe2\x80\xa6", true);
+    CHECK(widest(lines) <= width);
+    CHECK(lines.size() == 3);
+  }
+}
+
+TEST_CASE("the table shrinks free text in order, hides columns by rank, the fix last") {
+  const Table table = sample_table();
+  // 120 columns: only COMMAND (shrink rank 1) has to give.
+  auto lines = table.lines(true, 120, "...", false);
+  CHECK(table.hidden().empty());
+  CHECK(lines[1].find("apnea-locks reclaim --force --repo /home/ann/code/web") != std::string::npos);
+  CHECK(lines[1].find("node /usr/lib/node_...") != std::string::npos);
+  // 70: the fix keeps its width while columns can hide (COMMAND rank 1, KEY rank 2); only
+  // then does it shrink.
+  lines = table.lines(true, 70, "...", false);
+  CHECK(table.hidden() == std::vector<std::string>{"KEY", "COMMAND"});
+  CHECK(lines[0].find("COMMAND") == std::string::npos);
+  CHECK(lines[1].find("apnea-locks reclaim --force --repo /home/ann/c...") != std::string::npos);
+  // 50: LABEL keeps its end ("...e/web"), FIX its start.
+  lines = table.lines(true, 50, "...", false);
+  CHECK(lines[1].find("...e/web") != std::string::npos);
+  CHECK(lines[1].find("apnea-locks reclaim --forc...") != std::string::npos);
+  // The colour of a row wraps the fitted line; its escapes do not count.
+  const auto coloured = table.lines(true, 50, "...", true);
+  CHECK(coloured[1].starts_with("\x1b[31m"));
+  CHECK(coloured[1].ends_with("\x1b[0m"));
+  CHECK(widest(coloured) <= 50);
+}
+
+TEST_CASE("shorten cuts at either end with the ellipsis, by display width") {
+  CHECK(shorten("apnea-locks reclaim", 10) == "apnea-l...");
+  CHECK(shorten("apnea-locks reclaim", 10, Cut::end, "\xe2\x80\xa6") == "apnea-loc\xe2\x80\xa6");
+  CHECK(shorten("/home/ann/code/web", 9, Cut::start) == "...de/web");
+  CHECK(shorten("short", 10) == "short");
+  CHECK(shorten("abcdef", 2) == "..");
+  // Wide characters take two columns and are never cut in half.
+  CHECK(display_width("\xe6\x97\xa5\xe6\x9c\xac") == 4);
+  CHECK(shorten("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", 5) == "\xe6\x97\xa5...");
+  CHECK(display_width("e\xcc\x81") == 1);  // a combining accent adds nothing
+}
+
+TEST_CASE("wrap breaks prose at spaces and keeps layout") {
+  CHECK(wrap("one two three four", 9) == "one two\nthree\nfour");
+  CHECK(wrap("one two three four", 9, "  ") == "one two\n  three\n  four");
+  CHECK(wrap("  -o, --output   columns to show", 21, "      ") == "  -o, --output\n      columns to show");
+  CHECK(wrap("unbreakable-word-longer-than-width next", 10) == "unbreakable-word-longer-than-width\nnext");
+  CHECK(wrap("fits", 0) == "fits");
+}
+
+TEST_CASE("a fix command wraps into lines that still paste as one command") {
+  const std::vector<std::string> argv = {"apnea-locks", "reclaim", "--force", "--repo", "/home/ann/my code"};
+  CHECK(wrap_command(argv, 0, "  ") == "  apnea-locks reclaim --force --repo '/home/ann/my code'");
+  const std::string wrapped = wrap_command(argv, 31, "  ");
+  CHECK(wrapped == "  apnea-locks reclaim --force \\\n  --repo '/home/ann/my code'");
+  for (std::size_t at = 0, end = 0; at < wrapped.size(); at = end + 1) {
+    end = wrapped.find('\n', at);
+    if (end == std::string::npos) end = wrapped.size();
+    CHECK(end - at <= 31);
+  }
+}
+
+TEST_CASE("one time and age formatter: durations in their largest exact unit") {
+  CHECK(duration_text(0) == "0s");
+  CHECK(duration_text(90 * ns_per_second) == "90s");
+  CHECK(duration_text(5 * ns_per_minute) == "5m");
+  CHECK(duration_text(2 * ns_per_hour) == "2h");
+  CHECK(duration_text(30 * ns_per_day) == "30d");
+  CHECK(duration_text(250'000'000) == "250ms");
+  CHECK(duration_text(1'500'000'000) == "1500ms");
+}
+
+TEST_CASE("the field table: one row per field, in enum order, each with its words") {
+  std::set<std::string_view> names, keys;
+  for (std::size_t i = 0; i < all_fields().size(); ++i) {
+    const FieldInfo& info = all_fields()[i];
+    CAPTURE(info.name);
+    CHECK(static_cast<std::size_t>(info.field) == i);
+    CHECK(!info.description.empty());
+    CHECK(!info.json_key.empty());
+    CHECK((info.text != nullptr));
+    CHECK((info.json != nullptr));
+    CHECK(names.insert(info.name).second);
+    CHECK(keys.insert(info.json_key).second);
+    std::string upper;
+    for (char c : info.name) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    CHECK(info.header == upper);
+    // Free text from outside is escaped; shrinking applies only to free text.
+    if (info.min_width > 0) CHECK(info.shrink_rank > 0);
+  }
+  // The free-text columns of the issue shrink; the fix last.
+  for (Field f : {Field::fix, Field::command, Field::token, Field::label}) {
+    CHECK(field_info(f).min_width > 0);
+    CHECK(field_info(f).escape == Escape::printable);
+  }
+  CHECK(field_info(Field::fix).shrink_rank > field_info(Field::label).shrink_rank);
+  CHECK(field_info(Field::state).hide_rank == 0);
+  CHECK(field_info(Field::fix).hide_rank == 0);
+  // Prometheus labels are fields too.
+  std::vector<std::string_view> labels;
+  for (Field f : prometheus_label_fields()) labels.push_back(field_info(f).prometheus_label);
+  CHECK(labels == std::vector<std::string_view>{"kind", "role", "state"});
+}
+
+TEST_CASE("-o help lists every column with its description, within 80 columns") {
+  const std::string list = columns_help(80);
+  CHECK(list.starts_with("Available output columns:\n"));
+  for (const FieldInfo& info : all_fields()) {
+    CAPTURE(info.name);
+    CHECK(list.find("  " + std::string(info.name) + " ") != std::string::npos);
+  }
+  std::istringstream lines(list);
+  for (std::string line; std::getline(lines, line);) CHECK(display_width(line) <= 80);
+  CHECK(list.find("kind,key,role,state,reason,apnea,pid,token,age,command,started,label,fix.") !=
+        std::string::npos);
+}
+
+TEST_CASE("help: util-linux style, every option once, 80 columns") {
+  po::options_description options("Options");
+  std::string lock_dir;
+  bool json = false;
+  options.add_options()
+      ("json,J", po::bool_switch(&json), "one JSON document")
+      ("lock-dir", po::value(&lock_dir)->value_name("DIR"), "lock directory to look at, a long description that has to wrap at eighty columns")
+      ("scan-depth", po::value<int>()->value_name("N")->default_value(4), "levels to look");
+  const CommandHelp help{"demo", "demo [options]", "Does a thing.", "Exit status: 0.", false};
+  const std::string text = capture([&](std::FILE* f) { print_help(f, help, options); });
+  CHECK(text.starts_with("Usage:\n apnea-locks demo [options]\n\nDoes a thing.\n\nOptions:\n"));
+  CHECK(text.find("\n -J, --json ") != std::string::npos);
+  CHECK(text.find("\n     --lock-dir DIR ") != std::string::npos);
+  CHECK(text.find("levels to look (default: 4)") != std::string::npos);
+  CHECK(text.find("\n -h, --help ") != std::string::npos);
+  CHECK(text.find("\n -V, --version ") != std::string::npos);
+  CHECK(text.find("\n     --color[=WHEN] ") != std::string::npos);
+  CHECK(text.find("[ --") == std::string::npos);  // not Boost's "-J [ --json ]"
+  CHECK(text.ends_with("Exit status: 0.\n\nFor more details see apnea-locks(1).\n"));
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) CHECK(display_width(line) <= 80);
+}
+
+TEST_CASE("colour: auto needs a terminal, no NO_COLOR and a TERM that is not dumb") {
+  testing::StagedSystem system(real_system());
+  system.terminal = true;
+  system.environment["TERM"] = "xterm";
+  system.environment["NO_COLOR"] = "";
+  CHECK(colour_wanted(system, ColourMode::automatic));
+  system.environment["NO_COLOR"] = "1";
+  CHECK_FALSE(colour_wanted(system, ColourMode::automatic));
+  CHECK(colour_wanted(system, ColourMode::always));  // the flag wins over NO_COLOR
+  system.environment["NO_COLOR"] = "";
+  system.environment["TERM"] = "dumb";
+  CHECK_FALSE(colour_wanted(system, ColourMode::automatic));
+  system.environment["TERM"] = "xterm";
+  CHECK_FALSE(colour_wanted(system, ColourMode::never));
+  system.terminal = false;
+  CHECK_FALSE(colour_wanted(system, ColourMode::automatic));
+  CHECK(colour_wanted(system, ColourMode::always));
+  CHECK(parse_colour_mode("auto") == ColourMode::automatic);
+  CHECK_FALSE(parse_colour_mode("yes"));
+}
+
+TEST_CASE("the width: the terminal's, else COLUMNS, else 80; none off a terminal") {
+  testing::StagedSystem system(real_system());
+  system.terminal = false;
+  CHECK_FALSE(terminal_width(system).has_value());
+  system.terminal = true;
+  system.terminal_width = 132;
+  CHECK(terminal_width(system) == 132u);
+  system.terminal_width.reset();
+  system.environment["COLUMNS"] = "100";
+  CHECK(terminal_width(system) == 100u);
+  system.environment["COLUMNS"] = "wide";
+  CHECK(terminal_width(system) == 80u);
+  system.environment["COLUMNS"] = "0";
+  CHECK(terminal_width(system) == 80u);
+  system.terminal_width = 90;
+  system.environment["COLUMNS"] = "100";
+  CHECK(terminal_width(system) == 90u);  // the terminal's own width first (util-linux)
+  CHECK(terminal_view(system, ColourMode::automatic, true).width == 0);  // --notruncate
+  system.environment["LANG"] = "C.UTF-8";
+  system.environment["LC_ALL"] = "";
+  CHECK(terminal_view(system, ColourMode::never, false).ellipsis == "\xe2\x80\xa6");
+  system.environment["LC_ALL"] = "C";
+  CHECK(terminal_view(system, ColourMode::never, false).ellipsis == "...");
 }

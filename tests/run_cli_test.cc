@@ -16,6 +16,7 @@
 #include "apnea_locks/lock.h"
 #include "apnea_locks/owner.h"
 #include "apnea_locks/probe.h"
+#include "area_builder.h"
 #include "run_test_util.h"
 
 using namespace apnea_locks;
@@ -205,7 +206,7 @@ TEST_CASE("--wait takes the lock as soon as the holder releases it") {
   SpawnedProcess waiter(run_args(scratch, {"--wait", "20s", "--json"}, {"echo", "ran"}));
   const auto waiting = waiter.read_line_containing(Stream::err, "\"waiting\"", 30s);
   REQUIRE(waiting);
-  CHECK(boost::json::parse(*waiting).at("holder_pid") == holder.pid());
+  CHECK(parse_checked_json(*waiting).at("holder_pid") == holder.pid());
   holder.close_stdin();
   CHECK(holder.wait(30s) == 0);
   CHECK(waiter.wait(30s) == 0);
@@ -217,7 +218,7 @@ TEST_CASE("--wait takes the lock as soon as the holder releases it") {
   SpawnedProcess holder2(run_args(scratch, {}, hold_until_eof));
   REQUIRE(holder2.read_line(Stream::out, 30s) == "ready");
   SpawnedProcess waiter2(run_args(scratch, {"-w", "1m"}, {"true"}));
-  REQUIRE(waiter2.read_line_containing(Stream::err, "waiting up to 60s", 30s));
+  REQUIRE(waiter2.read_line_containing(Stream::err, "waiting up to 1m", 30s));
   holder2.close_stdin();
   CHECK(waiter2.wait(30s) == 0);
   CHECK(count(waiter2.err(), "(pid " + std::to_string(holder2.pid()) + ")") == 1);
@@ -269,7 +270,7 @@ TEST_CASE("the global setup lock: waited for by default like Apnea, refused with
   SpawnedProcess waiter(run_args(scratch, options, {"echo", "ran"}));
   const auto waiting = waiter.read_line_containing(Stream::err, "\"waiting\"", 30s);
   REQUIRE(waiting);
-  CHECK(boost::json::parse(*waiting).at("timeout_ms").is_null());
+  CHECK(parse_checked_json(*waiting).at("timeout_ms").is_null());
   holder.close_stdin();
   CHECK(holder.wait(30s) == 0);
   CHECK(waiter.wait(30s) == 0);
@@ -401,4 +402,90 @@ TEST_CASE("--json: acquired, started, exited and released, with the owner's pid 
   CHECK(seen[3].at("event") == "released");
   CHECK(seen[3].at("token") == seen[0].at("token"));
   CHECK(seen[3].at("removed") == true);
+}
+
+TEST_CASE("a contended run says once who holds the lock: pid, full command, age; never 'remove it by hand'") {
+  Scratch scratch;
+  // The holder's command line is long: it must come through whole (escaped), not cut.
+  const std::string long_word = "a-long-argument-" + std::string(60, 'x') + "\x01" + "end";
+  SpawnedProcess holder(run_args(scratch, {}, {"sh", "-c", "echo ready; exec cat", long_word}));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  const std::string pid = std::to_string(holder.pid());
+
+  auto refused = finish(run_args(scratch, {"--nonblock"}, {"true"}));
+  CAPTURE(refused.err);
+  CHECK(refused.status == 75);
+  CHECK(count(refused.err, "another Apnea operation holds " + repository_lock(scratch)) == 1);
+  CHECK(count(refused.err, "held by pid " + pid + " (") == 1);
+  CHECK(refused.err.find(std::string(60, 'x') + "\\x01end") != std::string::npos);  // whole, escaped
+  CHECK(refused.err.find("live (pid-alive)") != std::string::npos);
+  CHECK(refused.err.find("; lock written ") != std::string::npos);
+  CHECK(refused.err.find("use --wait DURATION") != std::string::npos);
+  CHECK(refused.err.find("manually") == std::string::npos);
+
+  // Waiting: described once when the wait begins, then only the outcome.
+  auto waited = finish(run_args(scratch, {"-w", "1s"}, {"true"}));
+  CAPTURE(waited.err);
+  CHECK(waited.status == 75);
+  CHECK(count(waited.err, "held by pid " + pid) == 1);
+  CHECK(count(waited.err, "another Apnea operation holds") == 1);
+  CHECK(waited.err.find("still held after waiting 1s") != std::string::npos);
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+}
+
+TEST_CASE("a stale lock: the dead holder and the one fix command, without Apnea's 'Remove ... manually'") {
+  Scratch scratch;
+  const std::string lock = repository_lock(scratch);
+  std::filesystem::create_directory(scratch.locks);
+  ::chmod(scratch.locks.c_str(), 0700);
+  const pid_t dead = dead_pid();
+  make_entry(scratch.locks, lock.substr(scratch.locks.size() + 1), owner_json(dead));
+  auto refused = finish(run_args(scratch, {}, {"true"}));
+  CAPTURE(refused.err);
+  CHECK(refused.status == 76);
+  CHECK(count(refused.err, "Apnea lock owner pid " + std::to_string(dead) + " is not live at " + lock) == 1);
+  CHECK(refused.err.find("held by pid " + std::to_string(dead) + ": stale (pid-dead, certain)") != std::string::npos);
+  CHECK(count(refused.err, "to fix it: apnea-locks reclaim ") == 1);
+  CHECK(refused.err.find("manually") == std::string::npos);
+  // The JSON keeps Apnea's whole message, and the fix as argv beside the string.
+  auto json = finish(run_args(scratch, {"--json"}, {"true"}));
+  auto seen = events(json.err);
+  REQUIRE(seen.size() == 1);
+  CHECK(str(seen[0].at("message")).find("Remove this lock directory manually") != std::string::npos);
+  CHECK(seen[0].at("fix_argv").as_array().at(1) == "reclaim");
+}
+
+TEST_CASE("taking over a dead lock past the grace is one line on stderr, none with -q") {
+  Scratch scratch;
+  const std::string lock = repository_lock(scratch);
+  std::filesystem::create_directory(scratch.locks);
+  ::chmod(scratch.locks.c_str(), 0700);
+  auto plant = [&] {
+    const pid_t dead = dead_pid();
+    make_entry(scratch.locks, lock.substr(scratch.locks.size() + 1), owner_json(dead));
+    age_path(lock, 120);  // past Apnea's 60 s grace: Apnea (and run) reclaim it
+    return dead;
+  };
+  const pid_t dead = plant();
+  auto taken = finish(run_args(scratch, {}, {"true"}));
+  CAPTURE(taken.err);
+  CHECK(taken.status == 0);
+  CHECK(taken.err == "apnea-locks run: took over " + lock + ": its owner pid " + std::to_string(dead) +
+                         " is dead and the lock was older than Apnea's 60s grace (token " +
+                         std::string(test_token) + ")\n");
+  CHECK_FALSE(exists(lock));
+
+  plant();
+  auto quiet = finish(run_args(scratch, {"-q"}, {"true"}));
+  CHECK(quiet.status == 0);
+  CHECK(quiet.err.empty());
+
+  const pid_t third = plant();
+  auto json = finish(run_args(scratch, {"--json"}, {"true"}));
+  auto seen = events(json.err);
+  REQUIRE(seen.size() >= 2);
+  CHECK(seen[0].at("event") == "reclaimed");
+  CHECK(seen[0].at("pid") == third);
+  CHECK(seen[1].at("event") == "acquired");
 }

@@ -100,7 +100,7 @@ TEST_CASE(
                         same_area(scratch));
   const auto waiting = waiter.read_line_containing(Stream::err, "\"waiting\"", 30s);
   REQUIRE(waiting);
-  CHECK(json::parse(*waiting).at("holder_pid") == peer_pid);
+  CHECK(parse_checked_json(*waiting).at("holder_pid") == peer_pid);
   peer.close_stdin();
   CHECK(peer.read_line_containing(Stream::out, "\"released\"", 60s));
   CHECK(peer.wait(60s) == 0);
@@ -115,7 +115,7 @@ TEST_CASE("a run killed with SIGKILL leaves a lock the reference calls stale") {
   REQUIRE(run.read_line(Stream::out, 30s) == "ready");
   const auto acquired = run.read_line_containing(Stream::err, "\"acquired\"", 5s);
   REQUIRE(acquired);
-  const std::string lock(json::parse(*acquired).at("lock_path").as_string());
+  const std::string lock(parse_checked_json(*acquired).at("lock_path").as_string());
   run.signal(SIGKILL);
   REQUIRE(run.wait(30s) == 128 + SIGKILL);
   run.close_stdin();

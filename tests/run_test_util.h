@@ -62,6 +62,12 @@ inline Finished finish(const std::vector<std::string>& argv,
   finished.status = process.wait(timeout);
   finished.out = process.out();
   finished.err = process.err();
+  // Every JSON document apnea-locks prints is checked against docs/apnea-locks.schema.json:
+  // a -J document on stdout, run --json events on stderr.
+  if (!argv.empty() && argv.front() == locks_bin()) {
+    if (finished.out.starts_with('{')) check_first_json_document(finished.out);
+    check_json_lines(finished.err);
+  }
   return finished;
 }
 

@@ -237,6 +237,9 @@ class StagedSystem : public System {
   }
   void random_bytes(std::span<std::byte> out) override { real_.random_bytes(out); }
   bool is_terminal(int fd) override { return terminal.value_or(real_.is_terminal(fd)); }
+  std::optional<int> terminal_columns(int fd) override {
+    return terminal ? terminal_width : real_.terminal_columns(fd);
+  }
   std::optional<Account> lookup_account(const std::string& name) override {
     auto found = accounts.find(name);
     if (found != accounts.end()) return found->second;
@@ -247,8 +250,10 @@ class StagedSystem : public System {
     return {};
   }
 
-  /// Staged answers for is_terminal, lookup_account; become() only records.
+  /// Staged answers for is_terminal (with terminal_width for terminal_columns while
+  /// `terminal` is staged), lookup_account; become() only records.
   std::optional<bool> terminal;
+  std::optional<int> terminal_width;
   std::map<std::string, Account> accounts;
   std::vector<Account> became;
 

@@ -57,33 +57,42 @@ _apnea_locks()
     done
 
     if [[ -z $command ]]; then
-        COMPREPLY=($(compgen -W "$commands -h --help -V --version" -- "$cur"))
+        COMPREPLY=($(compgen -W "$commands help -h --help -V --version" -- "$cur"))
+        return 0
+    fi
+    # help COMMAND: the commands.
+    if [[ $command == help ]]; then
+        COMPREPLY=($(compgen -W "$commands" -- "$cur"))
         return 0
     fi
 
+    # Every command: -h, -V, --color; every command that reads an area: --user.
+    local common="-h --help -V --version --color --color="
     local timing="--tolerance --guard-age --jobs"
     local opts=""
     case $command in
         status)
-            opts="-h --help -J --json -r --raw --format --output-file -o --output -n
-                  --noheadings --notruncate --state --kind --repo --only-labelled --scan
-                  --scan-depth $timing --lock-dir" ;;
+            opts="-J --json -r --raw --format --output-file -o --output --output-all
+                  --list-columns -n --noheadings --notruncate --state --kind --repo
+                  --only-labelled --scan --scan-depth $timing --lock-dir --user" ;;
         inspect)
-            opts="-h --help --repo --home -J --json $timing --lock-dir" ;;
+            opts="--repo --home -J --json $timing --lock-dir --user" ;;
         path)
-            opts="-h --help --repo --home -J --json --lock-dir" ;;
+            opts="--repo --home -J --json --lock-dir --user" ;;
         reclaim)
-            opts="-h --help --repo --home --all --force --dry-run -y --yes -J --json
+            opts="--repo --home --all --force --dry-run -y --yes -J --json
                   --keep-tombstone $timing --user --lock-dir" ;;
         run)
-            opts="-h --help --repo --home --lock-dir -w --wait -n --nonblock --json
+            opts="--repo --home --lock-dir -w --wait -n --nonblock -q --quiet --json
                   --print-token" ;;
         check)
-            opts="-h --help --warn-age --crit-age --prometheus --output-file --repo --scan
-                  --scan-depth $timing --lock-dir" ;;
+            opts="-v --verbose -w --warning -c --critical -t --timeout
+                  --warn-age --crit-age --prometheus --output-file --repo --scan
+                  --scan-depth $timing --lock-dir --user" ;;
         *)
             return 0 ;;
     esac
+    opts="$common $opts"
 
     # run: after "--" (or the first word that is not an option) comes a command.
     if [[ $command == run ]]; then
@@ -118,24 +127,31 @@ _apnea_locks()
         --format)
             COMPREPLY=($(compgen -W "table raw json prometheus" -- "$cur")); return 0 ;;
         --state)
-            _apnea_locks_list "${cur#+}" "live stale malformed free in-flight debris leftover unknown"
+            _apnea_locks_list "${cur#+}" "live stale malformed live-malformed free in-flight debris leftover unknown"
             return 0 ;;
         --kind)
             _apnea_locks_list "${cur#+}" "repository global-setup unknown"; return 0 ;;
         -o|--output)
-            _apnea_locks_list "$cur" "kind key role state reason apnea pid token age command
-                started written label fix name path attention self-heals certain guard"
+            _apnea_locks_list "$cur" "help kind key role state reason apnea pid token age
+                command started label fix written name path attention self-heals certain
+                guard proof proof-name decision why next-step force clock-void lock-name
+                suffix type mtime"
             return 0 ;;
-        --tolerance|--guard-age|--jobs|--warn-age|--crit-age|--scan-depth|-w|--wait)
+        --tolerance|--guard-age|--jobs|--warn-age|--crit-age|--scan-depth|-w|--wait|--warning|-c|--critical|-t|--timeout)
             return 0 ;;
     esac
 
+    if [[ $cur == --color=* ]]; then
+        COMPREPLY=($(compgen -P "--color=" -W "auto always never" -- "${cur#--color=}"))
+        return 0
+    fi
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+        [[ ${#COMPREPLY[@]} == 1 && ${COMPREPLY[0]} == *= ]] && compopt -o nospace 2>/dev/null
         return 0
     fi
     case $command in
-        inspect|reclaim) _apnea_locks_entries "$cur" ;;
+        status|inspect|reclaim) _apnea_locks_entries "$cur" ;;
         run) COMPREPLY=($(compgen -c -- "$cur" | sort -u)) ;;
     esac
     return 0

@@ -28,6 +28,9 @@ struct LockError {
   Kind kind = Kind::config_error;
   LockedReason reason = LockedReason::live;  ///< for operation_locked
   std::string message;
+  /// The message's first sentence, without Apnea's advice ("... Remove this lock directory
+  /// manually: ..."): for tools that give their own next step.
+  std::string headline;
   std::string resource;   ///< OperationLocked.repository
   std::string lock_path;  ///< OperationLocked.lock_path
   std::string path;       ///< ConfigError.path
@@ -86,6 +89,9 @@ struct AcquireOptions {
   std::optional<std::int64_t> deadline_ns;
   /// Called with the `live` error each time acquire is about to wait.
   std::function<void(const LockError&)> on_wait;
+  /// Called after a dead owner's lock was reclaimed (past `reclaim_grace`), with that owner
+  /// and the lock path, before acquire tries again.
+  std::function<void(const Owner&, const std::string&)> on_reclaimed;
 };
 
 /// Apnea's behaviour for the kind: repository locks reclaim after the grace and fail on a

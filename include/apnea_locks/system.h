@@ -214,6 +214,9 @@ class System {
   virtual void random_bytes(std::span<std::byte> out) = 0;
   /// isatty(3) of a descriptor of this process (0, 1, 2).
   virtual bool is_terminal(int fd) = 0;
+  /// The width in columns of the terminal on descriptor `fd` (ioctl TIOCGWINSZ); nothing
+  /// when it is not a terminal or reports no width (0).
+  virtual std::optional<int> terminal_columns(int fd) = 0;
 
   // Accounts (reclaim --user).
   /// The passwd entry named `name`.

@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/entry_report.h"
+#include "cli/nagios.h"
 #include "cli/prometheus.h"
 #include "cli/render.h"
 #include "cli/summary.h"
@@ -29,21 +33,29 @@ namespace apnea_locks::cli {
 namespace {
 
 constexpr std::string_view command_name = "check";
-constexpr std::string_view usage_text =
-    "Usage: apnea-locks check [OPTIONS]\n\n"
+constexpr CommandHelp help{
+    "check",
+    "check [options]",
     "A monitoring plugin (Nagios, Icinga, Naemon, Sensu, ...). Judges the lock area as\n"
     "'apnea-locks status' does and prints one line\n"
     "  APNEA-LOCKS OK|WARNING|CRITICAL|UNKNOWN - SUMMARY | PERFDATA\n"
     "then one line per entry that needs a human, with the command that fixes it.\n"
-    "Changes nothing.\n\n"
-    "  CRITICAL  a malformed lock, a leftover reclaim guard, an unsafe lock area, or a\n"
-    "            lock older than --crit-age\n"
-    "  WARNING   anything else that needs a human: a dead owner Apnea will not reclaim by\n"
-    "            itself, debris (dead candidates and tombstones), a lock older than --warn-age\n"
-    "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path does\n"
-    "            not exist or is not a directory, or a usage error\n\n"
-    "Perfdata: locks live stale malformed debris guards (leftover) attention oldest_age_s.\n"
-    "Exit status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.";
+    "Changes nothing.",
+    "  CRITICAL  a malformed lock, a reclaim guard that is left over or blocks Apnea,\n"
+    "            an unsafe lock area, or a value outside a -c range\n"
+    "  WARNING   anything else that needs a human: a dead owner Apnea will not\n"
+    "            reclaim by itself, debris (dead candidates and tombstones), or a\n"
+    "            value outside a -w range (by default, a lock older than 3600s)\n"
+    "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path\n"
+    "            does not exist or is not a directory, -t expired, or a usage error\n\n"
+    "Thresholds only add alerts: what needs a human is never OK.\n\n"
+    "RANGE is a Nagios range: N (alert outside 0..N), N: (below N), ~:N (above N), N:M\n"
+    "(outside N..M), @N:M (inside N..M). -w/-c RANGE applies to the age of each lock in\n"
+    "seconds (N[s|m|h|d]); -w/-c METRIC=RANGE to a count: locks, live, stale, malformed,\n"
+    "debris, guards or attention (e.g. -c stale=0). A -c range must not alert where the -w\n"
+    "range of the same metric does not.\n\n"
+    "Perfdata: locks live stale malformed debris guards attention oldest_age_s.\n\n"
+    "Exit status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN."};
 
 enum Status { ok = 0, warning = 1, critical = 2, unknown = 3 };
 
@@ -56,15 +68,28 @@ constexpr std::string_view status_word(int status) {
   }
 }
 
-/// Long output lines after the first: at most this many.
+/// Long output lines after the first at verbosity 0: at most this many.
 constexpr std::size_t max_detail_lines = 20;
+
+/// The -t default and range (whole seconds).
+constexpr std::int64_t default_timeout_ns = 30 * ns_per_second;
+constexpr DurationRange timeout_range{ns_per_second, ns_per_hour};
+
+/// The metrics -w/-c name: the lock age, and the counts of the perfdata.
+const std::vector<std::string> count_metrics = {"locks", "live", "stale", "malformed",
+                                                "debris", "guards", "attention"};
+const std::vector<std::string> age_metrics = {"age", "oldest_age_s"};
 
 struct CheckOptions {
   AreaOptions area;
   LabelOptions labels;
   TimingOptions timing;
-  std::int64_t warn_age_ns = ns_per_hour;
-  std::optional<std::int64_t> crit_age_ns;
+  std::vector<std::string> warnings;   ///< -w/--warning, as given
+  std::vector<std::string> criticals;  ///< -c/--critical, as given
+  std::optional<std::int64_t> warn_age_ns;  ///< --warn-age (deprecated: -w)
+  std::optional<std::int64_t> crit_age_ns;  ///< --crit-age (deprecated: -c)
+  std::int64_t timeout_ns = default_timeout_ns;
+  int verbosity = 0;
   bool prometheus = false;
   std::string output_file;
 };
@@ -72,13 +97,21 @@ struct CheckOptions {
 po::options_description describe(CheckOptions& o) {
   po::options_description options("Options");
   options.add_options()
-      ("help,h", "show this help")
-      ("warn-age", duration_value("--warn-age", lock_age_range, o.warn_age_ns)->default_value("1h"),
-       ("WARNING when a lock is older than this" + duration_help(lock_age_range)).c_str())
+      ("verbose,v", "more output, up to -vvv: 1 every entry that needs a human with its next "
+       "step, 2 also the others and the thresholds, 3 also the host facts")
+      ("warning,w", po::value(&o.warnings)->composing()->value_name("[METRIC=]RANGE"),
+       "WARNING outside RANGE (repeatable; default: a lock age of 3600s)")
+      ("critical,c", po::value(&o.criticals)->composing()->value_name("[METRIC=]RANGE"),
+       "CRITICAL outside RANGE (repeatable; default: none)")
+      ("timeout,t",
+       duration_value("--timeout", timeout_range, o.timeout_ns)->default_value("30s"),
+       ("UNKNOWN when the check takes longer than this" + duration_help(timeout_range)).c_str())
+      ("warn-age",
+       duration_value("--warn-age", lock_age_range, [&o](std::int64_t ns) { o.warn_age_ns = ns; }),
+       ("deprecated: -w SECONDS" + duration_help(lock_age_range)).c_str())
       ("crit-age",
        duration_value("--crit-age", lock_age_range, [&o](std::int64_t ns) { o.crit_age_ns = ns; }),
-       ("CRITICAL when a lock is older than this (default: never; at least --warn-age)" +
-        duration_help(lock_age_range)).c_str())
+       ("deprecated: -c SECONDS" + duration_help(lock_age_range)).c_str())
       ("prometheus", po::bool_switch(&o.prometheus),
        "print Prometheus metrics instead of the status line (exit status unchanged)")
       ("output-file", po::value(&o.output_file)->value_name("PATH"),
@@ -97,58 +130,159 @@ std::string line_text(std::string_view text) {
   return out;
 }
 
-/// A threshold in perfdata and the summary: whole seconds ("3600").
-std::string threshold(std::int64_t ns) { return fmt::format("{}", ns / ns_per_second); }
-
 std::string plural(std::size_t n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
+/// The -w and -c ranges by metric ("age" for the lock age).
+struct Thresholds {
+  std::map<std::string, NagiosRange> warning;
+  std::map<std::string, NagiosRange> critical;
+};
+
+/// The thresholds the options give, or a usage message: each metric once per level, the
+/// deprecated --warn-age/--crit-age only where -w/-c name no age, a warning lock age of
+/// 3600 s by default, and every -c consistent with the -w of the same metric.
+std::expected<Thresholds, std::string> thresholds_of(const CheckOptions& o) {
+  Thresholds out;
+  auto take = [&](const std::vector<std::string>& values, std::string_view option,
+                  std::map<std::string, NagiosRange>& into) -> std::optional<std::string> {
+    for (const std::string& value : values) {
+      auto threshold = parse_threshold(value, "age", [] {
+        std::vector<std::string> all = count_metrics;
+        all.insert(all.end(), age_metrics.begin(), age_metrics.end());
+        return all;
+      }(), age_metrics);
+      if (!threshold) return fmt::format("{} {}", option, threshold.error());
+      const std::string metric = threshold->metric == "oldest_age_s" ? "age" : threshold->metric;
+      if (!into.emplace(metric, threshold->range).second)
+        return fmt::format("{} given twice for {}", option, metric);
+    }
+    return std::nullopt;
+  };
+  if (auto error = take(o.warnings, "-w", out.warning)) return std::unexpected(*error);
+  if (auto error = take(o.criticals, "-c", out.critical)) return std::unexpected(*error);
+  auto legacy = [&](const std::optional<std::int64_t>& ns, std::string_view option,
+                    std::string_view replacement,
+                    std::map<std::string, NagiosRange>& into) -> std::optional<std::string> {
+    if (!ns) return std::nullopt;
+    if (into.count("age") != 0)
+      return fmt::format("{} and {} both give a lock age: give {} only", option, replacement, replacement);
+    NagiosRange range;
+    range.end = static_cast<double>(*ns / ns_per_second);
+    into.emplace("age", range);
+    return std::nullopt;
+  };
+  if (auto error = legacy(o.warn_age_ns, "--warn-age", "-w", out.warning)) return std::unexpected(*error);
+  if (auto error = legacy(o.crit_age_ns, "--crit-age", "-c", out.critical)) return std::unexpected(*error);
+  if (out.warning.count("age") == 0) {
+    NagiosRange hour;
+    hour.end = static_cast<double>(ns_per_hour / ns_per_second);
+    out.warning.emplace("age", hour);
+  }
+  for (const auto& [metric, critical_range] : out.critical) {
+    auto found = out.warning.find(metric);
+    if (found == out.warning.end()) continue;
+    if (!consistent(found->second, critical_range))
+      return std::unexpected(fmt::format(
+          "-c {}={} alerts where -w {}={} does not: a {} would be CRITICAL without being WARNING",
+          metric, critical_range.text(), metric, found->second.text(),
+          metric == "age" ? "lock age" : metric + " count"));
+  }
+  return out;
+}
+
+/// "older than 3600s", "aged within @60:600s": what a lock age range alerts on.
+std::string age_words(const NagiosRange& range) {
+  if (!range.inside && !range.end_infinite && (range.start_infinite || range.start == 0))
+    return fmt::format("older than {}s", range.text().substr(range.start_infinite ? 2 : 0));
+  return fmt::format("aged {} {}s", range.inside ? "within" : "outside", range.text());
 }
 
 /// What the pass found that a human must act on.
 struct Findings {
   AreaSummary summary;
   std::size_t stale_attention = 0;       ///< stale locks that need attention
-  std::size_t old_locks_warning = 0;     ///< locks older than --warn-age
-  std::size_t old_locks_critical = 0;    ///< locks older than --crit-age
+  std::size_t blocking_guards = 0;       ///< recent guards of dead locks: Apnea is refused
+  std::size_t old_locks_warning = 0;     ///< locks whose age alerts the -w range
+  std::size_t old_locks_critical = 0;    ///< locks whose age alerts the -c range
   std::vector<std::string> critical_details;  ///< long-output lines of CRITICAL findings
-  std::vector<std::string> details;           ///< the others
+  std::vector<std::string> details;           ///< the others that need a human
+  std::vector<std::string> fine;              ///< entries that need nothing (-vv)
 
   void detail(bool critical_entry, std::string line) {
     (critical_entry ? critical_details : details).push_back(std::move(line));
   }
+  /// The guards perfdata counts: left over, or blocking a dead lock.
+  std::size_t guards() const { return summary.leftover_guards + blocking_guards; }
 };
 
 /// ", pid N (command)" for an entry with an accepted owner.
 std::string owner_words(const EntryView& entry) {
-  const std::string pid = field_text(Field::pid, entry, false);
+  const std::string pid = field_text(Field::pid, entry);
   if (pid.empty()) return {};
-  const std::string command = field_text(Field::command, entry, true);
+  const std::string command = shorten(field_text(Field::command, entry), 40);
   return fmt::format(", pid {}{}", pid, command.empty() ? "" : " (" + command + ")");
 }
 
-int evaluate(const Findings& f) {
+/// The value of a count metric.
+double count_value(const Findings& f, const std::string& metric) {
   const AreaSummary& s = f.summary;
-  if (s.malformed > 0 || s.leftover_guards > 0 || f.old_locks_critical > 0) return critical;
-  if (s.attention > 0 || f.old_locks_warning > 0) return warning;
+  if (metric == "locks") return static_cast<double>(s.locks);
+  if (metric == "live") return static_cast<double>(s.live);
+  if (metric == "stale") return static_cast<double>(s.stale);
+  if (metric == "malformed") return static_cast<double>(s.malformed);
+  if (metric == "debris") return static_cast<double>(s.debris);
+  if (metric == "guards") return static_cast<double>(f.guards());
+  if (metric == "attention") return static_cast<double>(s.attention);
+  return 0;
+}
+
+/// The count thresholds that alert, at `level`, as summary words ("stale=3 outside 0").
+std::vector<std::string> count_alerts(const Findings& f, const std::map<std::string, NagiosRange>& ranges) {
+  std::vector<std::string> words;
+  for (const auto& [metric, range] : ranges) {
+    if (metric == "age") continue;
+    const double value = count_value(f, metric);
+    if (range.alerts(value))
+      words.push_back(fmt::format("{}={} {} {}", metric, static_cast<std::int64_t>(value),
+                                  range.inside ? "within" : "outside", range.text()));
+  }
+  return words;
+}
+
+int evaluate(const Findings& f, const Thresholds& t) {
+  const AreaSummary& s = f.summary;
+  if (s.malformed > 0 || f.guards() > 0 || f.old_locks_critical > 0 ||
+      !count_alerts(f, t.critical).empty())
+    return critical;
+  if (s.attention > 0 || f.old_locks_warning > 0 || !count_alerts(f, t.warning).empty())
+    return warning;
   return ok;
 }
 
-std::string summary_text(const Findings& f, const CheckOptions& o) {
+std::string summary_text(const Findings& f, const Thresholds& t) {
   const AreaSummary& s = f.summary;
   std::vector<std::string> parts;
   if (s.malformed > 0) parts.push_back(plural(s.malformed, "malformed lock", "malformed locks"));
   if (s.leftover_guards > 0)
     parts.push_back(plural(s.leftover_guards, "leftover reclaim guard", "leftover reclaim guards"));
+  if (f.blocking_guards > 0)
+    parts.push_back(plural(f.blocking_guards, "reclaim guard blocking Apnea",
+                           "reclaim guards blocking Apnea"));
   if (f.stale_attention > 0)
     parts.push_back(plural(f.stale_attention, "stale lock Apnea will not reclaim",
                            "stale locks Apnea will not reclaim"));
   if (s.debris > 0) parts.push_back(plural(s.debris, "debris entry", "debris entries"));
   if (f.old_locks_critical > 0)
-    parts.push_back(fmt::format("{} older than {}s", plural(f.old_locks_critical, "lock", "locks"),
-                                threshold(*o.crit_age_ns)));
+    parts.push_back(fmt::format("{} {}", plural(f.old_locks_critical, "lock", "locks"),
+                                age_words(t.critical.at("age"))));
   else if (f.old_locks_warning > 0)
-    parts.push_back(fmt::format("{} older than {}s", plural(f.old_locks_warning, "lock", "locks"),
-                                threshold(o.warn_age_ns)));
+    parts.push_back(fmt::format("{} {}", plural(f.old_locks_warning, "lock", "locks"),
+                                age_words(t.warning.at("age"))));
+  for (const std::string& words : count_alerts(f, t.critical)) parts.push_back(words);
+  for (const std::string& words : count_alerts(f, t.warning))
+    if (std::find(parts.begin(), parts.end(), words) == parts.end()) parts.push_back(words);
   std::string text;
   for (const std::string& part : parts) text += (text.empty() ? "" : ", ") + part;
   const std::string counts =
@@ -159,50 +293,78 @@ std::string summary_text(const Findings& f, const CheckOptions& o) {
   return text.empty() ? counts : text + "; " + counts;
 }
 
-std::string perfdata(const Findings& f, const CheckOptions& o) {
+/// One perfdata item per the plugin guidelines: label=value[UOM];warn;crit;min. `warn` and
+/// `crit` are the ranges given for the metric, else the built-in levels.
+std::string perf_item(std::string_view label, std::string_view value, const Thresholds& t,
+                      const std::string& metric, std::string_view builtin_warn,
+                      std::string_view builtin_crit) {
+  auto level = [&](const std::map<std::string, NagiosRange>& ranges, std::string_view builtin) {
+    auto found = ranges.find(metric);
+    return found != ranges.end() ? found->second.text() : std::string(builtin);
+  };
+  return fmt::format("{}={};{};{};0", label, value, level(t.warning, builtin_warn),
+                     level(t.critical, builtin_crit));
+}
+
+std::string perfdata(const Findings& f, const Thresholds& t) {
   const AreaSummary& s = f.summary;
-  const std::int64_t oldest_s = s.oldest_lock_age_ns.value_or(0) / 1'000'000'000;
-  return fmt::format(
-      "locks={};;;0 live={};;;0 stale={};;;0 malformed={};;0;0 debris={};0;;0 guards={};;0;0 "
-      "attention={};0;;0 oldest_age_s={}s;{};{};0",
-      s.locks, s.live, s.stale, s.malformed, s.debris, s.leftover_guards, s.attention, oldest_s,
-      threshold(o.warn_age_ns), o.crit_age_ns ? threshold(*o.crit_age_ns) : "");
+  const std::int64_t oldest_s = s.oldest_lock_age_ns.value_or(0) / ns_per_second;
+  const std::vector<std::string> items = {
+      perf_item("locks", fmt::format("{}", s.locks), t, "locks", "", ""),
+      perf_item("live", fmt::format("{}", s.live), t, "live", "", ""),
+      perf_item("stale", fmt::format("{}", s.stale), t, "stale", "", ""),
+      perf_item("malformed", fmt::format("{}", s.malformed), t, "malformed", "", "0"),
+      perf_item("debris", fmt::format("{}", s.debris), t, "debris", "0", ""),
+      perf_item("guards", fmt::format("{}", f.guards()), t, "guards", "", "0"),
+      perf_item("attention", fmt::format("{}", s.attention), t, "attention", "0", ""),
+      perf_item("oldest_age_s", fmt::format("{}s", oldest_s), t, "age", "", ""),
+  };
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : " ") + item;
+  return out;
 }
 
 void print_line(int status, std::string_view summary, std::string_view perf = {}) {
   fmt::print("APNEA-LOCKS {} - {}{}{}\n", status_word(status), summary, perf.empty() ? "" : " | ", perf);
 }
 
+std::string yes_no(bool value) { return value ? "yes" : "no"; }
+
 }  // namespace
 
-int check_command(const std::vector<std::string>& args) {
+int check_main(System& system, const std::vector<std::string>& given) {
   CheckOptions o;
   const po::options_description options = describe(o);
   // A plugin reports every failure on its status line, as UNKNOWN.
   auto unknown_line = [](std::string_view message) {
+    arm_timeout(0, {}, unknown);
     print_line(unknown, line_text(message));
     std::fflush(stdout);
     return static_cast<int>(unknown);
   };
+  auto [verbosity, args] = take_verbosity(given);
+  o.verbosity = verbosity;
   auto parsed = try_parse_command_line(args, options);
   if (!parsed)
     return unknown_line(fmt::format("usage: {} (see 'apnea-locks check --help')", parsed.error()));
-  if (parsed->count("help") != 0) {
-    fmt::print("{}\n\n{}", usage_text, fmt::streamed(options));
-    return exit_ok;
-  }
-  if (o.crit_age_ns && *o.crit_age_ns < o.warn_age_ns)
-    return unknown_line(fmt::format("usage: --crit-age {}: must be at least --warn-age ({})",
-                                    duration_text(*o.crit_age_ns), duration_text(o.warn_age_ns)));
-  // The thresholds, as the judging below reads them.
-  const std::optional<std::int64_t> warn_ns = o.warn_age_ns;
-  const std::optional<std::int64_t>& crit_ns = o.crit_age_ns;
+  if (auto done = standard_action(*parsed, help, options)) return *done;  // -h, -V
+  auto thresholds = thresholds_of(o);
+  if (!thresholds) return unknown_line("usage: " + thresholds.error());
+  const Thresholds& t = *thresholds;
   if (!o.output_file.empty() && !o.prometheus)
     return unknown_line("usage: --output-file needs --prometheus");
 
-  System& system = real_system();
-  const LockArea area = resolve_area(system, o.area);
-  auto labels = build_labels(system, o.labels);
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) return unknown_line(opened.error().message);
+  const LockArea area = std::move(*opened);
+  // From here on, anything can hang (a network filesystem, a stuck /proc read): -t ends it.
+  const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
+  arm_timeout(static_cast<unsigned>(timeout_s),
+              fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
+                          line_text(fmt::format("timed out after {}s (-t) checking {}", timeout_s,
+                                                area.directory))),
+              unknown);
+  auto labels = build_labels(system, area, o.labels);
   if (!labels) return unknown_line(labels.error());
   auto policy = judging_policy(system, area, o.timing);
   if (!policy) return unknown_line("usage: " + policy.error());
@@ -213,6 +375,8 @@ int check_command(const std::vector<std::string>& args) {
   metrics.version = APNEA_LOCKS_VERSION;
   std::optional<std::string> problem;  // the status line's text when not from findings
   int status = ok;
+  const NagiosRange& warn_age = t.warning.at("age");
+  const NagiosRange* crit_age = t.critical.count("age") != 0 ? &t.critical.at("age") : nullptr;
 
   const AreaCheck check = check_lock_area(system, area);
   if (check.problem == AreaProblem::unreadable) {
@@ -233,17 +397,30 @@ int check_command(const std::vector<std::string>& args) {
       findings.summary.add(entry);
       const bool lock = verdict.role == EntryRole::lock && verdict.state != EntryState::free;
       const std::int64_t age = verdict.age_ns.value_or(0);
-      const bool too_old_crit = lock && crit_ns && age > *crit_ns;
-      const bool too_old_warn = lock && age > *warn_ns;
+      const double age_s = static_cast<double>(age / ns_per_second);
+      const bool too_old_crit = lock && crit_age != nullptr && crit_age->alerts(age_s);
+      const bool too_old_warn = lock && warn_age.alerts(age_s);
+      // A recent guard on a dead lock: Apnea is refused until it goes (a leftover one is
+      // counted as its own entry).
+      const bool guard_blocks = lock && verdict.guard == GuardState::in_flight && verdict.needs_attention;
       if (too_old_crit) ++findings.old_locks_critical;
       if (too_old_warn) ++findings.old_locks_warning;
+      if (guard_blocks) ++findings.blocking_guards;
       if (lock && verdict.state == EntryState::stale && verdict.needs_attention) ++findings.stale_attention;
-      if (!verdict.needs_attention && !too_old_warn && !too_old_crit) return;
       std::string line = fmt::format("{} {} {} ({}{}), age {}", state_name(verdict.state),
                                      role_name(verdict.role), printable(entry.facts.path),
                                      verdict.reason, owner_words(entry), format_age(age));
-      if (!verdict.fix.empty()) line += ": fix: " + printable(verdict.fix);
-      const bool critical_entry = too_old_crit || verdict.state == EntryState::malformed ||
+      if (guard_blocks) line += ", its reclaim guard blocks Apnea";
+      if (!verdict.needs_attention && !too_old_warn && !too_old_crit) {
+        if (o.verbosity >= 2) findings.fine.push_back("ok: " + line);
+        return;
+      }
+      if (!verdict.fix.empty()) {
+        line += ": fix: " + printable(verdict.fix);
+      } else if (o.verbosity >= 1 && entry.decision != nullptr && !entry.decision->next_step.empty()) {
+        line += ": " + entry.decision->why + "; next step: " + entry.decision->next_step;
+      }
+      const bool critical_entry = too_old_crit || guard_blocks || verdict.state == EntryState::malformed ||
                                   verdict.state == EntryState::live_malformed ||
                                   verdict.state == EntryState::leftover;
       findings.detail(critical_entry, std::move(line));
@@ -259,7 +436,7 @@ int check_command(const std::vector<std::string>& args) {
       metrics.scrape_success = false;
     } else {
       findings.summary.scanned = *judged;
-      status = evaluate(findings);
+      status = evaluate(findings, t);
       metrics.summary = &findings.summary;
       if (check.problem == AreaProblem::missing)
         problem = fmt::format("no lock area yet ({})", area.directory);
@@ -267,34 +444,56 @@ int check_command(const std::vector<std::string>& args) {
   }
   metrics.check_status = status;
 
-  if (o.prometheus) {
-    const std::string text = prometheus_text(metrics);
-    if (o.output_file.empty()) {
-      fmt::print("{}", text);
-      std::fflush(stdout);
-      return status;
-    }
-    auto written = write_file_atomically(system, o.output_file, text);
+  if (o.prometheus && !o.output_file.empty()) {
+    auto written = write_file_atomically(system, o.output_file, prometheus_text(metrics));
     if (!written) return unknown_line(written.error());
+  }
+  arm_timeout(0, {}, unknown);  // done: nothing may interleave with the output below
+  if (o.prometheus && o.output_file.empty()) {
+    fmt::print("{}", prometheus_text(metrics));
+    std::fflush(stdout);
+    return status;
   }
   if (metrics.summary == nullptr) {
     print_line(status, line_text(*problem));
   } else {
-    print_line(status, line_text(problem ? *problem : summary_text(findings, o)),
-               perfdata(findings, o));
-    // The critical ones first; at most max_detail_lines.
+    print_line(status, line_text(problem ? *problem : summary_text(findings, t)), perfdata(findings, t));
+    std::vector<std::string> lines;
+    if (o.verbosity >= 2) {
+      std::string ranges;
+      for (const auto& [level, map] : {std::pair{"-w", &t.warning}, {"-c", &t.critical}})
+        for (const auto& [metric, range] : *map)
+          ranges += fmt::format(" {} {}={}", level, metric, range.text());
+      lines.push_back(fmt::format("lock area {}; {} entries; thresholds:{}", printable(area.directory),
+                                  findings.summary.scanned, ranges));
+    }
+    if (o.verbosity >= 3) {
+      const HostFacts& host = policy->judge.host;
+      lines.push_back(fmt::format(
+          "host: filesystem {} (local {}), initial pid namespace {}, initial user namespace {}, "
+          "process table complete {}, idmapped {}, clock void {}",
+          host.filesystem, yes_no(host.local_filesystem), yes_no(host.initial_pid_namespace),
+          yes_no(host.initial_user_namespace), yes_no(host.process_table_complete),
+          yes_no(host.idmapped), yes_no(host.clock_void())));
+    }
+    // The critical ones first; at most max_detail_lines unless -v.
+    const std::size_t cap = o.verbosity >= 1 ? std::numeric_limits<std::size_t>::max() : max_detail_lines;
     std::size_t printed = 0;
     const std::size_t total = findings.critical_details.size() + findings.details.size();
-    for (const auto* lines : {&findings.critical_details, &findings.details})
-      for (const std::string& line : *lines)
-        if (printed < max_detail_lines) {
-          fmt::print("{}\n", line_text(line));
+    for (const auto* group : {&findings.critical_details, &findings.details})
+      for (const std::string& line : *group)
+        if (printed < cap) {
+          lines.push_back(line);
           ++printed;
         }
-    if (total > printed) fmt::print("... and {} more\n", total - printed);
+    if (total > printed) lines.push_back(fmt::format("... and {} more (-v lists them all)", total - printed));
+    for (const std::string& line : findings.fine) lines.push_back(line);
+    for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
   }
   std::fflush(stdout);
   return status;
 }
+
+int check_command(const std::vector<std::string>& args) { return check_main(real_system(), args); }
 
 }  // namespace apnea_locks::cli

@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace apnea_locks {
+class System;
+}
+
 namespace apnea_locks::cli {
 
 /// Exit statuses shared by every subcommand.
@@ -34,6 +38,8 @@ int inspect_command(const std::vector<std::string>& args);
 int path_command(const std::vector<std::string>& args);
 /// `check`: a Nagios/Icinga monitoring plugin over the lock area (src/cli/check.cc).
 int check_command(const std::vector<std::string>& args);
+/// `check` on `system` (check_command passes real_system(); tests stage a hang through it).
+int check_main(System& system, const std::vector<std::string>& args);
 
 /// `reclaim`: removes dead locks with Apnea's guarded protocol (src/cli/reclaim.cc).
 int reclaim_command(const std::vector<std::string>& args);

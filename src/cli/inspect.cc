@@ -11,30 +11,36 @@
 
 #include "apnea_locks/acceptance.h"
 #include "apnea_locks/classify.h"
+#include "apnea_locks/hints.h"
 #include "apnea_locks/labels.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
 #include "apnea_locks/scan.h"
 #include "apnea_locks/survey.h"
+#include "cli/area.h"
 #include "cli/commands.h"
-#include "cli/common.h"
 #include "cli/entry_report.h"
-#include "cli/render.h"
-#include "cli/summary.h"
+#include "cli/hint_text.h"
+#include "cli/json_writer.h"
+#include "cli/options.h"
+#include "cli/terminal.h"
+#include "cli/text.h"
+#include "cli/time_text.h"
 
 namespace apnea_locks::cli {
 namespace {
 
-constexpr std::string_view command_name = "inspect";
-constexpr std::string_view usage_text =
-    "Usage: apnea-locks inspect [LOCK | --repo PATH | --home PATH] [OPTIONS]\n\n"
+constexpr CommandHelp help{
+    "inspect",
+    "inspect [options] [LOCK | --repo PATH | --home PATH]",
     "Everything known about one lock: its stat and owner.json's, the raw owner bytes, each\n"
     "of Apnea's acceptance checks, both verdicts, the owner process and the proof of death.\n"
-    "LOCK is a path, or an entry name inside the lock directory. Default: the repository\n"
-    "lock of the current directory. Changes nothing.\n\n"
+    "LOCK is a path (as Apnea's message prints it), or an entry name inside the lock\n"
+    "directory. Default: the repository lock of the current directory; from a subdirectory\n"
+    "of a repository the lock of the enclosing repository is named too. Changes nothing.",
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
-    "3 the lock area is unsafe or unreadable, or a --lock-dir, --repo or --home path does\n"
-    "not exist or is not a directory.";
+    "3 the lock area is unsafe or unreadable, LOCK does not exist outside a lock area, or a\n"
+    "--lock-dir, --repo or --home path does not exist or is not a directory."};
 
 struct InspectOptions {
   AreaOptions area;
@@ -44,6 +50,8 @@ struct InspectOptions {
   bool json = false;
   TimingOptions timing;
 };
+
+constexpr std::string_view command_name = help.name;
 
 /// A related entry of the same lock (candidate, tombstone, guard), judged.
 struct Related {
@@ -61,7 +69,9 @@ struct Inspection {
   const EntryLabel* label = nullptr;
   OwnerFileDetails owner_file;
   std::vector<Related> related;
+  std::vector<Hint> hints;
   std::int64_t now_ns = 0;
+  bool colour = false;
 };
 
 std::string base_name(const std::string& path) {
@@ -94,7 +104,7 @@ void write_stat_json(JsonWriter& json, const std::optional<FileStat>& st) {
   json.end_object();
 }
 
-void print_human(const Inspection& in) {
+void print_details(const Inspection& in) {
   const EntryFacts& facts = in.facts;
   const Verdict& verdict = in.verdict;
   auto line = [](std::string_view key, std::string_view value) {
@@ -108,10 +118,16 @@ void print_human(const Inspection& in) {
                               kind_name(facts.parsed.kind), facts.parsed.key));
   }
   line("label", in.label != nullptr ? printable(in.label->path) : "-");
-  line("state", fmt::format("{} ({}{})", state_name(verdict.state), verdict.reason,
-                            verdict.state == EntryState::stale
-                                ? (verdict.certain ? "; certain proof" : "; evidence only")
-                                : ""));
+  const std::string_view sgr = verdict.needs_attention           ? sgr_attention
+                              : verdict.state == EntryState::live ? sgr_ok
+                              : verdict.state == EntryState::stale || verdict.state == EntryState::in_flight
+                                  ? sgr_warning
+                                  : std::string_view();
+  line("state", paint(fmt::format("{} ({}{})", state_name(verdict.state), verdict.reason,
+                                  verdict.state == EntryState::stale
+                                      ? (verdict.certain ? "; certain proof" : "; evidence only")
+                                      : ""),
+                      sgr, in.colour));
   if (verdict.apnea_verdict) {
     std::string apnea(apnea_verdict_name(*verdict.apnea_verdict));
     if (*verdict.apnea_verdict == ApneaVerdict::stale)
@@ -170,9 +186,16 @@ void print_human(const Inspection& in) {
                                 state_name(related.verdict.state), related.verdict.reason));
 }
 
+void print_human(const Inspection& in) {
+  print_details(in);
+  if (!in.hints.empty()) fmt::print("\n{}", hints_text(in.hints, terminal_width(real_system()).value_or(0), in.colour));
+  std::fflush(stdout);
+}
+
 void print_json(const Inspection& in, const std::optional<std::string>& error) {
   JsonWriter json(stdout);
   json.begin_object();
+  write_schema(json, "inspect");
   json.key("lock_dir").string(in.area.directory);
   json.key("area").begin_object();
   json.key("check").string(in.check.name());
@@ -180,6 +203,8 @@ void print_json(const Inspection& in, const std::optional<std::string>& error) {
   json.key("message").string(in.check.message());
   json.end_object();
   json.key("error").optional_string(error);
+  json.key("hints");
+  write_hints_json(json, in.hints);
   if (error) {
     json.end_object();
     json.finish();
@@ -245,7 +270,6 @@ int inspect_command(const std::vector<std::string>& args) {
   InspectOptions o;
   po::options_description options("Options");
   options.add_options()
-      ("help,h", "show this help")
       ("repo", po::value(&o.repo)->value_name("PATH"), "the repository lock of PATH")
       ("home", po::value(&o.home)->value_name("PATH"), "the global setup lock of home PATH")
       ("json,J", po::bool_switch(&o.json), "one JSON document");
@@ -255,7 +279,7 @@ int inspect_command(const std::vector<std::string>& args) {
   hidden.add_options()("lock", po::value(&o.lock));
   po::positional_options_description positional;
   positional.add("lock", 1);
-  auto parsed = parse_command_line(command_name, usage_text, args, options, &hidden, &positional);
+  auto parsed = parse_command_line(help, args, options, &hidden, &positional);
   if (!parsed) return parsed.error();
   auto usage_error = [](std::string_view message) {
     print_error(command_name, message);
@@ -265,6 +289,11 @@ int inspect_command(const std::vector<std::string>& args) {
     return usage_error("give one of LOCK, --repo PATH, --home PATH");
 
   System& system = real_system();
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) {
+    print_error(command_name, opened.error().message);
+    return opened.error().exit_status;
+  }
   for (const auto& [option, typed] : {std::pair{"--repo", &o.repo}, {"--home", &o.home}}) {
     if (typed->empty()) continue;
     if (auto checked = typed_directory(system, option, *typed); !checked) {
@@ -273,19 +302,30 @@ int inspect_command(const std::vector<std::string>& args) {
     }
   }
   Inspection in;
-  in.area = resolve_area(system, o.area);
+  in.area = std::move(*opened);
+  in.colour = !o.json && colour_wanted(system, colour_mode(*parsed));
   std::string path;
   if (!o.lock.empty()) {
-    if (o.lock.find('/') != std::string::npos) {
+    const bool is_path = o.lock.find('/') != std::string::npos;
+    if (is_path) {
       path = o.lock;
       while (path.size() > 1 && path.back() == '/') path.pop_back();
       const std::string directory = node_dirname(path);
       if (o.area.lock_dir.empty())
-        in.area = LockArea{directory, directory != default_lock_directory(system)};
+        in.area = LockArea{directory, directory != default_lock_directory(system), false, in.area.home};
       else if (node_normalize(directory) != node_normalize(in.area.directory))
         return usage_error(fmt::format("{} is not inside --lock-dir {}", o.lock, in.area.directory));
     } else {
       path = entry_path(in.area.directory, o.lock);
+    }
+    // A path that does not exist is said to be missing, unless it is the name of an Apnea
+    // entry in a directory that exists (a lock that is not there is free).
+    if (auto st = system.lstat(path); !st) {
+      const bool apnea_name = parse_entry_name(base_name(path)).role != EntryRole::unknown;
+      if (!apnea_name || !system.lstat(in.area.directory)) {
+        print_error(command_name, fmt::format("'{}': {}", o.lock, errno_text(st.error())));
+        return exit_bad_path;
+      }
     }
   } else {
     const bool home = !o.home.empty();
@@ -300,10 +340,14 @@ int inspect_command(const std::vector<std::string>& args) {
     path = *lock;
   }
 
-  LabelIndex labels;
-  (void)labels.add_repository(system, o.repo.empty() ? "." : o.repo);
-  const std::string home = o.home.empty() ? node_homedir(system) : o.home;
-  if (!home.empty()) (void)labels.add_home(system, home);
+  auto built = build_labels(system, in.area, LabelOptions{});
+  if (!built) {
+    print_error(command_name, built.error());
+    return exit_bad_path;
+  }
+  LabelIndex& labels = built->index;
+  if (!o.repo.empty()) (void)labels.add_repository(system, o.repo);
+  if (!o.home.empty()) (void)labels.add_home(system, o.home);
 
   auto settings = judging_policy(system, in.area, o.timing);
   if (!settings) {
@@ -340,6 +384,19 @@ int inspect_command(const std::vector<std::string>& args) {
         in.related.push_back(Related{entry.name, judge_entry(other, *settings, in.label).first});
       return true;
     });
+  }
+
+  // From a subdirectory of a repository, the lock Apnea run at the repository's root uses.
+  if (o.lock.empty() && o.repo.empty() && o.home.empty() && in.check.safe()) {
+    auto here = system.realpath(".");
+    auto enclosing = enclosing_repository(system, in.area.directory, ".");
+    if (here && enclosing && enclosing->root != *here) {
+      const EntryFacts facts = survey_entry(system, in.area.directory, enclosing->name, *settings);
+      const EntryLabel label{LockKind::repository, enclosing->root};
+      const auto [verdict, decision] = judge_entry(facts, *settings, &label);
+      const EntryView view{facts, verdict, &label, &decision};
+      if (auto hint = enclosing_hint_text(*enclosing, *here, &view)) in.hints.push_back(std::move(*hint));
+    }
   }
 
   if (o.json) print_json(in, std::nullopt);

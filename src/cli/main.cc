@@ -7,11 +7,8 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/render.h"
-
-#ifndef APNEA_LOCKS_VERSION
-#define APNEA_LOCKS_VERSION "unknown"
-#endif
+#include "cli/options.h"
+#include "cli/text.h"
 
 namespace apnea_locks::cli {
 
@@ -28,14 +25,35 @@ const std::vector<CommandInfo>& commands() {
 }
 
 namespace {
+
 void usage(std::FILE* out) {
-  fmt::print(out, "Usage: apnea-locks COMMAND [OPTIONS]\n\n"
-                  "Inspect and repair the operation locks of Apnea.\n\nCommands:\n");
-  for (const auto& command : commands()) fmt::print(out, "  {:<10} {}\n", command.name, command.summary);
-  fmt::print(out, "\nOptions:\n  -h, --help     show this help\n  -V, --version  print the version\n");
-  fmt::print(out, "\nRun 'apnea-locks COMMAND --help' for a command's options.\n");
-  fmt::print(out, "Exit statuses, JSON fields, states and reasons: man apnea-locks.\n");
+  fmt::print(out,
+             "Usage:\n"
+             " apnea-locks COMMAND [options]\n"
+             " apnea-locks help COMMAND\n\n"
+             "Inspect, hold, monitor and repair the operation locks of Apnea.\n\n"
+             "Commands:\n");
+  for (const auto& command : commands()) fmt::print(out, " {:<10} {}\n", command.name, command.summary);
+  fmt::print(out,
+             "\nOptions:\n"
+             " -h, --help     display this help\n"
+             " -V, --version  display version\n\n"
+             "'apnea-locks COMMAND --help' (or 'apnea-locks help COMMAND') shows a command's\n"
+             "options. Exit statuses, JSON fields, states and reasons: apnea-locks(1).\n\n"
+             "For more details see apnea-locks(1).\n");
 }
+
+const CommandInfo* find_command(std::string_view name) {
+  for (const auto& command : commands())
+    if (name == command.name) return &command;
+  return nullptr;
+}
+
+int unknown_command(std::string_view name) {
+  fmt::print(stderr, "apnea-locks: unknown command '{}' (see 'apnea-locks --help')\n", printable(name));
+  return exit_usage;
+}
+
 }  // namespace
 
 }  // namespace apnea_locks::cli
@@ -48,17 +66,29 @@ int main(int argc, char** argv) {
     return exit_usage;
   }
   const std::string_view name = args.front();
-  if (name == "-h" || name == "--help" || name == "help") {
+  if (name == "-h" || name == "--help") {
     usage(stdout);
     return exit_ok;
   }
+  if (name == "help") {
+    if (args.size() == 1) {
+      usage(stdout);
+      return exit_ok;
+    }
+    // Exactly what COMMAND --help prints.
+    if (args.size() > 2) {
+      fmt::print(stderr, "apnea-locks: help takes one COMMAND (see 'apnea-locks --help')\n");
+      return exit_usage;
+    }
+    const CommandInfo* command = find_command(args[1]);
+    if (command == nullptr) return unknown_command(args[1]);
+    return command->run({"--help"});
+  }
   if (name == "-V" || name == "--version") {
-    fmt::print("apnea-locks {}\n", APNEA_LOCKS_VERSION);
+    print_version(stdout);
     return exit_ok;
   }
-  for (const auto& command : commands()) {
-    if (name == command.name) return command.run(std::vector<std::string>(args.begin() + 1, args.end()));
-  }
-  fmt::print(stderr, "apnea-locks: unknown command '{}' (see 'apnea-locks --help')\n", printable(name));
-  return exit_usage;
+  if (const CommandInfo* command = find_command(name))
+    return command->run(std::vector<std::string>(args.begin() + 1, args.end()));
+  return unknown_command(name);
 }

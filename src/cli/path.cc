@@ -6,19 +6,23 @@
 
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
+#include "cli/area.h"
 #include "cli/commands.h"
-#include "cli/common.h"
-#include "cli/render.h"
+#include "cli/json_writer.h"
+#include "cli/options.h"
+#include "cli/text.h"
 
 namespace apnea_locks::cli {
 namespace {
 
-constexpr std::string_view command_name = "path";
-constexpr std::string_view usage_text =
-    "Usage: apnea-locks path [--repo PATH | --home PATH] [OPTIONS]\n\n"
-    "Prints the lock path Apnea uses for the repository at PATH (default: the current\n"
-    "directory), or for the global setup lock of home PATH. Exit status: 0, or 2 when PATH\n"
-    "cannot be resolved.";
+constexpr CommandHelp help{
+    "path",
+    "path [options] [--repo PATH | --home PATH]",
+    "Print the lock path Apnea uses for the repository at PATH (default: the current\n"
+    "directory), or for the global setup lock of home PATH. Only computes a name: the lock\n"
+    "directory need not exist.",
+    "Exit status: 0, or 2 when PATH cannot be resolved (or a usage error)."};
+constexpr std::string_view command_name = help.name;
 
 }  // namespace
 
@@ -29,12 +33,11 @@ int path_command(const std::vector<std::string>& args) {
   bool json = false;
   po::options_description options("Options");
   options.add_options()
-      ("help,h", "show this help")
       ("repo", po::value(&repo)->value_name("PATH"), "the repository at PATH (default: .)")
       ("home", po::value(&home)->value_name("PATH"), "the global setup lock of home PATH")
       ("json,J", po::bool_switch(&json), "print {\"lock_path\": ...}");
   add_area_options(options, area_options);
-  auto parsed = parse_command_line(command_name, usage_text, args, options);
+  auto parsed = parse_command_line(help, args, options);
   if (!parsed) return parsed.error();
   if (!repo.empty() && !home.empty()) {
     print_error(command_name, "give --repo PATH or --home PATH, not both");
@@ -42,7 +45,12 @@ int path_command(const std::vector<std::string>& args) {
   }
 
   System& system = real_system();
-  const LockArea area = resolve_area(system, area_options);
+  auto opened = open_lock_area(system, area_options);
+  if (!opened) {
+    print_error(command_name, opened.error().message);
+    return opened.error().exit_status;
+  }
+  const LockArea& area = *opened;
   const bool global = !home.empty();
   const std::string target = global ? home : (repo.empty() ? "." : repo);
   auto lock = global ? global_setup_lock_path(system, area.directory, target)
@@ -54,6 +62,7 @@ int path_command(const std::vector<std::string>& args) {
   if (json) {
     JsonWriter writer(stdout);
     writer.begin_object();
+    write_schema(writer, "path");
     writer.key("lock_path").string(*lock);
     writer.end_object();
     writer.finish();

@@ -1,6 +1,7 @@
 #include "cli/prometheus.h"
 
-#include "cli/render.h"
+#include "cli/fields.h"
+#include "cli/text.h"
 
 #include <fmt/format.h>
 
@@ -95,11 +96,16 @@ std::string prometheus_text(const MetricsReport& report) {
     out.family("apnea_locks_entries",
                "Entries of the lock area by kind (repository, global-setup, unknown), role "
                "(lock, candidate, tombstone, reclaim-guard, unknown) and state.");
+    // The label names come from the field table (fields.h): kind, role, state.
+    const auto& label_fields = prometheus_label_fields();
     for (const auto& [key, count] : classes) {
       const auto& [kind, role, state] = key;
-      out.sample(static_cast<std::int64_t>(count),
-                 fmt::format(",kind=\"{}\",role=\"{}\",state=\"{}\"", prometheus_label_value(kind),
-                             prometheus_label_value(role), prometheus_label_value(state)));
+      const std::string_view values[] = {kind, role, state};
+      std::string labels;
+      for (std::size_t i = 0; i < label_fields.size() && i < std::size(values); ++i)
+        labels += fmt::format(",{}=\"{}\"", field_info(label_fields[i]).prometheus_label,
+                              prometheus_label_value(values[i]));
+      out.sample(static_cast<std::int64_t>(count), labels);
     }
     out.family("apnea_locks_entries_needing_attention",
                "Entries a human (or apnea-locks reclaim) must act on.");

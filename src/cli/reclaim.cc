@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apnea_locks/classify.h"
+#include "apnea_locks/hints.h"
 #include "apnea_locks/labels.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/repair.h"
@@ -26,26 +27,31 @@
 namespace apnea_locks::cli {
 namespace {
 
-constexpr std::string_view command_name = "reclaim";
-constexpr std::string_view usage_text =
-    "Usage: apnea-locks reclaim [OPTIONS] [LOCKPATH...]\n\n"
+constexpr CommandHelp help{
+    "reclaim",
+    "reclaim [options] [LOCKPATH...]",
     "Removes Apnea locks whose owner is certainly dead, with Apnea's guarded protocol: under\n"
     "<lock>.reclaim the entry is gathered, judged and decided again before the lock is\n"
     "renamed to a tombstone. --force adds two trusts (the wall clock; no hidden process\n"
     "shares the temp directory) and ownerless debris and old guards. Never, with any flag,\n"
-    "an entry whose owner record names a pid that is not proven dead. Targets: the current directory's repository lock by default,\n"
-    "--repo, --home, lock entry paths, or --all (with each lock's guard, candidates and\n"
-    "tombstones).\n\n"
+    "an entry whose owner record names a pid that is not proven dead.\n\n"
+    "Targets: the current directory's repository lock by default, --repo, --home, LOCKPATH\n"
+    "(the path in Apnea's message; its directory is the lock area unless --lock-dir says\n"
+    "otherwise), or --all (with each lock's guard, candidates and tombstones). When no lock\n"
+    "is where it looked, it says where the lock probably is (the enclosing repository, the\n"
+    "global setup lock). A dead global setup lock blocks every Apnea run: every reclaim that\n"
+    "does not remove it names it, with the command that would.",
     "Exit status: 0 every requested target is clean, 1 something was refused or changed\n"
-    "(or the guard is held), 2 usage error, 3 the lock area is unsafe or unreadable, or a\n"
-    "--lock-dir, --repo or --home path does not exist or is not a directory.";
+    "(or the guard is held), no lock was where it looked, or a dead global setup lock still\n"
+    "blocks Apnea, 2 usage error, 3 the lock area is unsafe or unreadable, or a --lock-dir,\n"
+    "--repo or --home path does not exist or is not a directory."};
+constexpr std::string_view command_name = help.name;
 
 struct ReclaimOptions {
   AreaOptions area;
   std::vector<std::string> repos;
   std::vector<std::string> homes;
   std::vector<std::string> paths;
-  std::string user;
   bool all = false;
   bool force = false;
   bool dry_run = false;
@@ -58,7 +64,6 @@ struct ReclaimOptions {
 po::options_description describe(ReclaimOptions& o) {
   po::options_description options("Options");
   options.add_options()
-      ("help,h", "show this help")
       ("repo", po::value(&o.repos)->composing()->value_name("PATH"),
        "the repository lock of PATH (repeatable; default: the current directory)")
       ("home", po::value(&o.homes)->composing()->value_name("PATH"),
@@ -71,9 +76,7 @@ po::options_description describe(ReclaimOptions& o) {
       ("yes,y", po::bool_switch(&o.yes), "do not ask for confirmation")
       ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
       ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
-       "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
-      ("user", po::value(&o.user)->value_name("NAME"),
-       "(root) act on NAME's lock area as NAME: <tmpdir>/apnea-<uid>/operation-locks unless --lock-dir");
+       "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics");
   add_timing_options(options, o.timing,
                      "reclaim guards, and candidates/tombstones without a readable owner record, "
                      "older than this are left over (removed with --force)");
@@ -158,7 +161,12 @@ void print_plan_line(const Target& t, bool dry_run) {
       say("{} {}: {}", dry_run ? "would refuse" : "refuse", t.facts.path, t.decision.why);
       if (!t.decision.next_step.empty()) say("  next step: {}", t.decision.next_step);
       break;
-    case PlanAction::keep: say("skip {}: {}", t.facts.path, t.decision.why); break;
+    case PlanAction::keep:
+      if (t.verdict.state == EntryState::free && t.facts.parsed.role == EntryRole::lock)
+        say("no lock at {} ({})", t.facts.path, describe_target(t));
+      else
+        say("skip {}: {}", t.facts.path, t.decision.why);
+      break;
   }
 }
 
@@ -171,10 +179,18 @@ void print_result_line(const Target& t, bool keep_tombstone) {
   say("{} {}: {}", outcome_name(t.result.outcome), t.facts.path, t.result.detail);
 }
 
+/// A hint reclaim gives besides its targets: where the lock probably is, or a dead global
+/// setup lock that still blocks Apnea.
+struct Hint {
+  std::string kind;  ///< "enclosing-repository" or "global-setup"
+  LockHint lock;
+};
+
 void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std::vector<Target>& targets,
-                const std::map<std::string, int>& counts) {
+                const std::map<std::string, int>& counts, bool found, const std::vector<Hint>& hints) {
   JsonWriter json(stdout);
   json.begin_object();
+  write_schema(json, "reclaim");
   json.key("lock_dir").string(lock_dir);
   json.key("dry_run").boolean(o.dry_run);
   json.key("force").boolean(o.force);
@@ -230,8 +246,51 @@ void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std:
   json.key("summary").begin_object();
   for (const auto& [name, count] : counts) json.key(name).integer(count);
   json.end_object();
+  json.key("found").boolean(found);
+  json.key("hints").begin_array();
+  for (const Hint& hint : hints) {
+    json.begin_object();
+    json.key("hint").string(hint.kind);
+    json.key("path").string(hint.lock.lock.path);
+    json.key("root").string(hint.lock.lock.root);
+    json.key("present").boolean(hint.lock.present);
+    json.key("state").string(state_name(hint.lock.state));
+    json.key("reason").string(hint.lock.reason);
+    json.key("needs_attention").boolean(hint.lock.needs_attention);
+    json.key("fix").optional_string(hint.lock.fix.empty() ? std::nullopt : std::optional(hint.lock.fix));
+    json.key("fix_argv");
+    write_argv(json, hint.lock.fix_argv);
+    json.end_object();
+  }
+  json.end_array();
   json.end_object();
   json.finish();
+}
+
+/// `argv` with `extra` appended, as one shell command line.
+std::string with_flag(std::vector<std::string> argv, std::string_view extra) {
+  argv.emplace_back(extra);
+  return shell_command(argv);
+}
+
+/// "stale (pid-dead), pid 4242" for a hint's lock.
+std::string hint_state(const LockHint& hint) {
+  std::string text = fmt::format("{} ({})", state_name(hint.state), hint.reason);
+  if (hint.pid) text += fmt::format(", owner pid {}", pid_text(*hint.pid));
+  return text;
+}
+
+/// The commands that act on a hinted lock: its fix as a dry run and for real, or why no
+/// flag removes it and the next step.
+void print_hint_commands(const LockHint& hint) {
+  if (!hint.fix_argv.empty()) {
+    say("  to see what would be done: {}", with_flag(hint.fix_argv, "--dry-run"));
+    say("  to remove it:              {}", with_flag(hint.fix_argv, "--yes"));
+    return;
+  }
+  if (!hint.why.empty()) say("  apnea-locks will not remove it: {}", hint.why);
+  if (!hint.next_step.empty()) say("  next step: {}", hint.next_step);
+  say("  everything about it: apnea-locks inspect {}", shell_word(hint.lock.path));
 }
 
 /// Asks on the terminal; true when the answer is yes.
@@ -252,7 +311,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   hidden.add_options()("path", po::value(&o.paths)->composing());
   po::positional_options_description positional;
   positional.add("path", -1);
-  auto parsed = parse_command_line(command_name, usage_text, args, options, &hidden, &positional);
+  auto parsed = parse_command_line(help, args, options, &hidden, &positional);
   if (!parsed) return parsed.error();
   auto usage_error = [](std::string_view message) {
     print_error(command_name, message);
@@ -262,23 +321,14 @@ int reclaim_command(const std::vector<std::string>& args) {
     return usage_error("--all names every entry: give no other target");
 
   System& system = real_system();
-  AreaOptions area_options = o.area;
-  if (!o.user.empty()) {
-    if (system.uid() != 0) return usage_error("--user needs root");
-    auto account = system.lookup_account(o.user);
-    if (!account) return usage_error(fmt::format("--user {}: no such account", o.user));
-    if (area_options.lock_dir.empty())
-      area_options.lock_dir = lock_directory_for_uid(system, account->uid);
-    // Everything from here on runs as that account: ownership checks and anything created
-    // stay theirs.
-    if (auto dropped = system.become(*account); !dropped) {
-      print_error(command_name, fmt::format("cannot become {}: {}", o.user, errno_text(dropped.error())));
-      return exit_unsafe;
-    }
+  // --user NAME: NAME's own area (it may not exist yet), as NAME from here on.
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) {
+    print_error(command_name, opened.error().message);
+    return opened.error().exit_status;
   }
-  LockArea area = resolve_area(system, area_options);
-  // NAME's own default area, like Apnea's: it may not exist yet.
-  area.may_be_absent = !o.user.empty() && o.area.lock_dir.empty();
+  LockArea area = std::move(*opened);
+  const std::string home = area.home;  // whose global setup lock is hinted
 
   // What was asked for: whole locks (with their guard, candidates and tombstones) by lock
   // name, or single entries by name.
@@ -301,8 +351,27 @@ int reclaim_command(const std::vector<std::string>& args) {
     if (!name) return bad_path(fmt::format("--home {}: {}", home, errno_text(name.error())));
     lock_names.insert(*name);
   }
+  // A LOCKPATH names its lock area: the path in Apnea's message works wherever Apnea's
+  // TMPDIR pointed, without --lock-dir (which, when given, must agree).
+  auto without_trailing_slash = [](std::string path) {
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    return path;
+  };
+  if (o.area.lock_dir.empty() && o.area.user.empty()) {
+    std::set<std::string> directories;
+    for (const std::string& path : o.paths) {
+      const std::string normal = node_normalize(without_trailing_slash(path));
+      if (normal.find('/') != std::string::npos) directories.insert(node_dirname(normal));
+    }
+    if (directories.size() > 1)
+      return usage_error("the LOCKPATHs are in different lock areas: give one area at a time");
+    if (directories.size() == 1 && *directories.begin() != node_normalize(area.directory)) {
+      area = LockArea{*directories.begin(), true, false, area.home};
+    }
+  }
   const std::string area_dir = node_normalize(area.directory);
-  for (const std::string& path : o.paths) {
+  for (const std::string& raw : o.paths) {
+    const std::string path = without_trailing_slash(raw);
     const std::string normal = node_normalize(path);
     const bool bare = normal.find('/') == std::string::npos;
     if (!bare && node_dirname(normal) != area_dir)
@@ -314,14 +383,18 @@ int reclaim_command(const std::vector<std::string>& args) {
     if (entry.role == EntryRole::lock) lock_names.insert(name);
     else entry_names.insert(name);
   }
+  // The folders whose repository lock was asked for: where "not here" hints look up from.
+  std::vector<std::string> looked_in = o.repos;
   if (!o.all && lock_names.empty() && entry_names.empty()) {
     auto name = labels.add_repository(system, ".");
     if (!name) return usage_error(fmt::format("the current directory: {}", errno_text(name.error())));
     lock_names.insert(*name);
+    looked_in.emplace_back(".");
   }
-  {  // Labels for the output: the current directory and this account's home.
+  {  // Labels for the output: the current directory, its enclosing repository, the home.
     (void)labels.add_repository(system, ".");
-    const std::string home = node_homedir(system);
+    if (auto enclosing = enclosing_repository(system, area.directory, "."))
+      (void)labels.add_repository(system, enclosing->root);
     if (!home.empty()) (void)labels.add_home(system, home);
   }
 
@@ -416,9 +489,76 @@ int reclaim_command(const std::vector<std::string>& args) {
       refused = true;
     ++counts[o.dry_run && acts(t.decision) ? "would_remove" : std::string(outcome_name(t.result.outcome))];
   }
-  if (o.json) write_json(area.directory, o, targets, counts);
-  else if (targets.empty()) say("nothing to reclaim in {}", area.directory);
-  return refused ? exit_attention : exit_ok;
+
+  // Nothing where it looked: a lock the operator is after is somewhere else. Say where it
+  // probably is: the enclosing repository (Apnea locks the folder it runs in), the global
+  // setup lock; and name a dead global setup lock whenever this run did not remove it.
+  const bool found = o.all || std::any_of(targets.begin(), targets.end(), [](const Target& t) {
+                       return t.facts.stat.has_value();
+                     });
+  std::vector<Hint> hints;
+  if (check.safe()) {
+    std::set<std::string> hinted;
+    if (!found)
+      for (const std::string& folder : looked_in) {
+        auto enclosing = enclosing_repository(system, area.directory, folder);
+        if (!enclosing || lock_names.count(enclosing->name) != 0 ||
+            !hinted.insert(enclosing->name).second)
+          continue;
+        hints.push_back(Hint{"enclosing-repository", lock_hint(system, area.directory, *enclosing, *settings)});
+      }
+    auto global = home.empty() ? SysResult<LocatedLock>(std::unexpected(std::error_code()))
+                               : global_setup_lock(system, area.directory, home);
+    const bool removed_now = global && std::any_of(targets.begin(), targets.end(), [&](const Target& t) {
+                               return t.facts.name == global->name &&
+                                      t.result.outcome == RepairOutcome::removed;
+                             });
+    if (global && !removed_now) {
+      LockHint hint = lock_hint(system, area.directory, *global, *settings);
+      if (hint.needs_attention || (!found && hint.present))
+        hints.push_back(Hint{"global-setup", std::move(hint)});
+    }
+  }
+  const bool global_blocks = std::any_of(hints.begin(), hints.end(), [](const Hint& h) {
+    return h.kind == "global-setup" && h.lock.needs_attention;
+  });
+
+  if (o.json) {
+    write_json(area.directory, o, targets, counts, found, hints);
+  } else {
+    if (targets.empty() && o.all) say("nothing to reclaim in {}", area.directory);
+    for (const std::string& name : entry_names)
+      if (std::none_of(targets.begin(), targets.end(), [&](const Target& t) { return t.facts.name == name; }))
+        say("no entry {} in {}", name, area.directory);
+    bool located = false;
+    for (const Hint& hint : hints) {
+      const LockHint& h = hint.lock;
+      if (hint.kind == "enclosing-repository") {
+        if (h.present) {
+          located = true;
+          say("the lock is probably the enclosing repository's (Apnea locks the folder it runs "
+              "in): {} of {} is {}",
+              h.lock.path, h.lock.root, hint_state(h));
+          print_hint_commands(h);
+        } else {
+          say("the enclosing repository {} has no lock either ({})", h.lock.root, h.lock.path);
+        }
+      } else if (h.needs_attention) {
+        located = true;
+        say("the global setup lock of {} blocks every Apnea run, and Apnea never reclaims it: {} is {}",
+            h.lock.root, h.lock.path, hint_state(h));
+        print_hint_commands(h);
+      } else {
+        located = true;
+        say("the global setup lock of {} is there: {} is {}", h.lock.root, h.lock.path, hint_state(h));
+      }
+    }
+    if (!found && !located)
+      say("no lock where it looked: if Apnea's message names a lock path, pass that path "
+          "(apnea-locks reclaim --dry-run LOCKPATH); Apnea may run with another TMPDIR or in "
+          "another folder");
+  }
+  return refused || !found || global_blocks ? exit_attention : exit_ok;
 }
 
 }  // namespace apnea_locks::cli

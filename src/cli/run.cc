@@ -21,7 +21,6 @@
 #include <cstring>
 #include <ctime>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,8 +32,9 @@
 #include "apnea_locks/owner.h"
 #include "apnea_locks/survey.h"
 #include "cli/commands.h"
-#include "cli/render.h"
 #include "cli/common.h"
+#include "cli/json_writer.h"
+#include "cli/render.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -65,7 +65,9 @@ struct RunOptions {
   bool nonblock = false;
   bool json = false;
   bool print_token = false;
+  bool quiet = false;
   bool help = false;
+  bool version = false;
   std::vector<std::string> command;
 };
 
@@ -73,11 +75,7 @@ std::int64_t whole_ms(nanoseconds duration) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
 }
 
-std::string duration_text(nanoseconds duration) {
-  const auto ms = whole_ms(duration);
-  if (ms % 1000 != 0) return fmt::format("{}ms", ms);
-  return fmt::format("{}s", ms / 1000);
-}
+std::string duration_text(nanoseconds duration) { return cli::duration_text(duration.count()); }
 
 po::options_description option_table() {
   po::options_description options("Options");
@@ -96,26 +94,20 @@ po::options_description option_table() {
       ("nonblock,n", "never wait, not even for the global setup lock")
       ("json", "print an event stream (JSON lines) on standard error")
       ("print-token", "print the held owner (lock path, pid, token) on standard error")
-      ("help,h", "show this help");
+      ("quiet,q", "no informational lines (a takeover of a dead lock, waiting for a live "
+       "one); refusals and errors still print");
   // clang-format on
   return options;
 }
 
-void usage(std::FILE* out) {
-  fmt::print(
-      out,
-      "Usage: apnea-locks run [--repo PATH | --home PATH] [--lock-dir DIR]\n"
-      "                       [-w DURATION | -n] [--json] [--print-token] -- CMD [ARGS...]\n\n"
-      "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.\n\n");
-  std::ostringstream text;
-  text << option_table();
-  fmt::print(out, "{}\n", text.str());
-  fmt::print(out,
-             "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
-             "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
-             "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
-             "--home or --lock-dir that does not exist, or another error. See docs/run.md.\n");
-}
+constexpr CommandHelp help{
+    "run",
+    "run [options] [--repo PATH | --home PATH] [--] CMD [ARGS...]",
+    "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.",
+    "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
+    "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
+    "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
+    "--home or --lock-dir that does not exist, or another error. See docs/run.md."};
 
 /// Options that take a value, for finding where the command starts when there is no "--".
 bool takes_value(std::string_view word) {
@@ -142,15 +134,13 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
     break;
   }
   RunOptions options;
-  po::variables_map values;
-  try {
-    const std::vector<std::string> words(args.begin(), args.begin() + static_cast<long>(split));
-    const po::options_description table = option_table();
-    po::store(po::command_line_parser(words).options(table).run(), values);
-    if (auto empty = empty_value_error(values, table)) return std::unexpected(*empty);
-    po::notify(values);
-  } catch (const po::error& error) {
-    return std::unexpected(std::string(error.what()));
+  const std::vector<std::string> words(args.begin(), args.begin() + static_cast<long>(split));
+  auto parsed = try_parse_command_line(words, option_table());
+  if (!parsed) return std::unexpected(parsed.error());
+  const po::variables_map& values = *parsed;
+  if (values.count("version")) {
+    options.version = true;
+    return options;
   }
   if (values.count("help")) {
     options.help = true;
@@ -162,6 +152,7 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   options.nonblock = values.count("nonblock") > 0;
   options.json = values.count("json") > 0;
   options.print_token = values.count("print-token") > 0;
+  options.quiet = values.count("quiet") > 0;
   if (values.count("wait")) {
     auto wait = parse_duration("--wait", values["wait"].as<std::string>(), wait_range.min_ns,
                                wait_range.max_ns);
@@ -199,18 +190,27 @@ void write_line(const std::string& line) {
 /// What `run` prints on standard error: human lines, or JSON events with --json.
 class Output {
  public:
-  explicit Output(const RunOptions& options) : json_(options.json) {}
+  explicit Output(const RunOptions& options) : json_(options.json), quiet_(options.quiet) {}
   /// One JSON event (only with --json).
   void event(json::object fields) const {
-    if (json_) write_line(json_safe(json::serialize(fields)) + "\n");
+    if (!json_) return;
+    // Every line is a JSON document of its own: the schema first (json_writer.h).
+    json::object line{{"schema", {{"name", "run-event"}, {"version", json_schema_version}}}};
+    for (auto& [key, value] : fields) line[key] = std::move(value);
+    write_line(json_safe(json::serialize(line)) + "\n");
   }
   /// One line for a human (only without --json).
   void say(std::string_view line) const {
     if (!json_) write_line(fmt::format("apnea-locks run: {}\n", printable(line)));
   }
+  /// An informational line for a human: not with --json or --quiet.
+  void note(std::string_view line) const {
+    if (!quiet_) say(line);
+  }
 
  private:
   bool json_;
+  bool quiet_;
 };
 
 /// The signals run handles synchronously: blocked from the start, taken with sigwaitinfo.
@@ -300,9 +300,41 @@ class SignalControl {
 /// (empty when nothing may remove it) and the policy's reason and next step.
 struct RunFix {
   std::string command;
+  std::vector<std::string> argv;
   std::string why;
   std::string next_step;
+  std::string holder;  ///< who holds the lock, for a human (holder_text)
 };
+
+/// Who holds the lock, from the survey: the owner's pid, the process that has that pid now
+/// with its full command line (escaped when printed), the verdict and the lock's age.
+std::string holder_text(const EntryFacts& facts, const Verdict& verdict) {
+  if (!facts.stat) return {};
+  std::string text;
+  const ProcessInfo* process =
+      facts.process && facts.process->info ? &*facts.process->info : nullptr;
+  if (facts.owner && facts.owner->owner) {
+    text = fmt::format("held by pid {}", pid_text(facts.owner->owner->pid));
+  } else {
+    text = fmt::format("its owner record is malformed ({})", verdict.failed_check);
+    if (verdict.death.blocker) {
+      process = &*verdict.death.blocker;
+      text += fmt::format(" and names pid {}", process->pid);
+    } else if (!verdict.blocking_pid.empty()) {
+      text += fmt::format(" and names pid {}", verdict.blocking_pid);
+    }
+  }
+  if (process != nullptr && !process->command.empty())
+    text += fmt::format(" ({})", process->command);
+  if (process != nullptr && process->start_time_ns > 0)
+    text += fmt::format(", started {}", format_time(process->start_time_ns));
+  text += fmt::format(": {} ({}", state_name(verdict.state), verdict.reason);
+  if (verdict.proof_class != ProofClass::none)
+    text += fmt::format(", {}", proof_class_name(verdict.proof_class));
+  text += ")";
+  if (verdict.age_ns) text += fmt::format("; lock written {} ago", format_age(*verdict.age_ns));
+  return text;
+}
 
 RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   System& system = real_system();
@@ -318,7 +350,8 @@ RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   if (target.kind == LockKind::global_setup && label.path.starts_with(prefix))
     label.path.erase(0, prefix.size());
   auto [verdict, decision] = judge_entry(facts, settings, &label);
-  return RunFix{verdict.fix, decision.why, decision.next_step};
+  return RunFix{verdict.fix, verdict.fix_argv, decision.why, decision.next_step,
+                holder_text(facts, verdict)};
 }
 
 json::object error_event(const LockError& error, int status) {
@@ -336,36 +369,57 @@ json::object error_event(const LockError& error, int status) {
   return event;
 }
 
-/// Reports a refusal and returns its exit status.
+/// Reports a refusal and returns its exit status: Apnea's words without its advice to remove
+/// the lock by hand, who holds the lock (from the survey), and the one fix command or the
+/// policy's next step, each once. `described`: the holder was already described when the wait
+/// began, so only the outcome is said.
 int report_refusal(const Output& out, const RunOptions& options, const LockTarget* target,
-                   const LockError& error) {
+                   const LockError& error, bool described = false) {
   if (error.kind == LockError::Kind::config_error) {
     out.event(error_event(error, exit_unsafe));
     out.say(error.message);
     return exit_unsafe;
   }
-  if (error.is(LockedReason::live) || error.is(LockedReason::raced)) {
-    json::object event = error_event(error, exit_locked);
-    if (options.wait) event["waited_ms"] = whole_ms(*options.wait);
-    out.event(std::move(event));
-    out.say(error.message);
-    if (options.wait)
-      out.say(fmt::format("still held after waiting {}", duration_text(*options.wait)));
-    else if (error.is(LockedReason::live))
-      out.say("use --wait DURATION to wait for it");
-    return exit_locked;
+  const bool locked = error.is(LockedReason::live) || error.is(LockedReason::raced);
+  const int status = locked ? exit_locked : exit_stale;
+  const RunFix fix =
+      target != nullptr && !error.is(LockedReason::raced) ? fix_for(options, *target) : RunFix{};
+  json::object event = error_event(error, status);
+  if (options.wait && locked) event["waited_ms"] = whole_ms(*options.wait);
+  if (!locked) {
+    event["fix"] = fix.command.empty() ? json::value(nullptr) : json::value(fix.command);
+    json::array argv;
+    for (const std::string& word : fix.argv) argv.emplace_back(word);
+    event["fix_argv"] = fix.argv.empty() ? json::value(nullptr) : json::value(std::move(argv));
+    event["why"] = fix.why;
+    event["next_step"] = fix.next_step;
   }
-  const RunFix fix = target != nullptr ? fix_for(options, *target) : RunFix{};
-  json::object event = error_event(error, exit_stale);
-  event["fix"] = fix.command.empty() ? json::value(nullptr) : json::value(fix.command);
-  event["why"] = fix.why;
-  event["next_step"] = fix.next_step;
+  if (!fix.holder.empty()) event["holder"] = fix.holder;
   out.event(std::move(event));
-  out.say(error.message);
-  if (!fix.command.empty()) out.say(fmt::format("to fix it: {}", fix.command));
-  else if (!fix.why.empty()) out.say(fmt::format("apnea-locks will not remove it: {}", fix.why));
-  if (fix.command.empty() && !fix.next_step.empty()) out.say(fmt::format("next step: {}", fix.next_step));
-  return exit_stale;
+  const std::string waited =
+      options.wait ? fmt::format("still held after waiting {}", duration_text(*options.wait)) : "";
+  if (described) {
+    out.say(waited);
+    return status;
+  }
+  out.say(error.headline.empty() ? error.message : error.headline);
+  if (!fix.holder.empty()) out.say(fix.holder);
+  if (locked) {
+    if (options.wait) {
+      out.say(waited);
+    } else if (error.is(LockedReason::live)) {
+      out.say("use --wait DURATION to wait for it");
+      if (!fix.next_step.empty()) out.say(fmt::format("next step: {}", fix.next_step));
+    }
+    return status;
+  }
+  if (!fix.command.empty()) {
+    out.say(fmt::format("to fix it: {}", fix.command));
+  } else {
+    if (!fix.why.empty()) out.say(fmt::format("apnea-locks will not remove it: {}", fix.why));
+    if (!fix.next_step.empty()) out.say(fmt::format("next step: {}", fix.next_step));
+  }
+  return status;
 }
 
 /// A lock, a refusal, or the signal that interrupted the wait.
@@ -376,8 +430,20 @@ using Acquired = std::variant<HeldLock, LockError, int>;
 /// with back-off up to the --wait deadline. Live owners are waited for; with --wait a
 /// `raced` result is retried too. A forwarded signal ends the wait.
 Acquired acquire_for_run(System& system, const LockTarget& target, const RunOptions& options,
-                         const Output& out, const SignalControl& signals) {
+                         const Output& out, const SignalControl& signals, bool& described) {
   AcquireOptions once = apnea_options(target.kind);
+  // A dead owner's lock past Apnea's grace is taken over as Apnea would: say so, once.
+  once.on_reclaimed = [&](const Owner& owner, const std::string& lock) {
+    out.event({{"event", "reclaimed"},
+               {"lock_path", lock},
+               {"pid", json_pid(owner.pid)},
+               {"token", owner.token}});
+    out.note(fmt::format("took over {}: its owner pid {} is dead and the lock was older than "
+                         "Apnea's {}s grace (token {})",
+                         lock, pid_text(owner.pid),
+                         std::chrono::duration_cast<std::chrono::seconds>(repository_reclaim_grace).count(),
+                         owner.token));
+  };
   const bool waits = options.wait.has_value() || (!options.nonblock && once.wait_while_live);
   once.wait_while_live = false;
   std::optional<steady_clock::time_point> deadline;
@@ -403,9 +469,14 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
       event["timeout_ms"] =
           options.wait ? json::value(whole_ms(*options.wait)) : json::value(nullptr);
       out.event(std::move(event));
-      out.say(fmt::format("{}; waiting {}", error.message,
-                          options.wait ? "up to " + duration_text(*options.wait)
-                                       : std::string("until it is released")));
+      out.note(fmt::format("{}; waiting {}", error.headline,
+                           options.wait ? "up to " + duration_text(*options.wait)
+                                        : std::string("until it is released")));
+      if (!options.quiet && !options.json) {
+        const std::string holder = fix_for(options, target).holder;
+        if (!holder.empty()) out.note(holder);
+        described = true;
+      }
     }
     nanoseconds pause = delay;
     if (deadline) pause = std::min<nanoseconds>(pause, *deadline - now);
@@ -534,7 +605,11 @@ int run_command(const std::vector<std::string>& args) {
   }
   const RunOptions& options = *parsed;
   if (options.help) {
-    usage(stdout);
+    print_help(stdout, help, option_table());
+    return exit_ok;
+  }
+  if (options.version) {
+    print_version(stdout, help.name);
     return exit_ok;
   }
   const Output out(options);
@@ -558,10 +633,12 @@ int run_command(const std::vector<std::string>& args) {
   if (!target) return report_refusal(out, options, nullptr, target.error());
 
   const SignalControl signals;
-  Acquired acquired = acquire_for_run(system, *target, options, out, signals);
+  bool described = false;
+  Acquired acquired = acquire_for_run(system, *target, options, out, signals, described);
   if (const int* sig = std::get_if<int>(&acquired)) signals.die_by(*sig);
   if (const LockError* error = std::get_if<LockError>(&acquired))
-    return report_refusal(out, options, &*target, *error);
+    return report_refusal(out, options, &*target, *error,
+                          described && error->is(LockedReason::live));
   HeldLock& held = std::get<HeldLock>(acquired);
 
   const Owner& owner = held.owner();

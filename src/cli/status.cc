@@ -1,27 +1,33 @@
-// apnea-locks status: every entry of the lock area, judged, as a table, raw lines or JSON.
-// Never changes anything: it lists, reads and probes (see docs/status.md).
+// apnea-locks status: every entry of the lock area, judged, as a table fitted to the
+// terminal, raw lines or JSON. Never changes anything: it lists, reads and probes (see
+// docs/status.md).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "apnea_locks/classify.h"
+#include "apnea_locks/hints.h"
 #include "apnea_locks/labels.h"
 #include "apnea_locks/lock_area.h"
-#include "apnea_locks/scan.h"
+#include "apnea_locks/names.h"
+#include "cli/area.h"
 #include "cli/atomic_file.h"
 #include "cli/commands.h"
-#include "cli/common.h"
 #include "cli/entry_report.h"
+#include "cli/fields.h"
+#include "cli/hint_text.h"
+#include "cli/json_writer.h"
+#include "cli/options.h"
 #include "cli/prometheus.h"
-#include "cli/render.h"
 #include "cli/summary.h"
+#include "cli/table.h"
+#include "cli/terminal.h"
+#include "cli/text.h"
 
 #ifndef APNEA_LOCKS_VERSION
 #define APNEA_LOCKS_VERSION "unknown"
@@ -30,17 +36,20 @@
 namespace apnea_locks::cli {
 namespace {
 
-constexpr std::string_view command_name = "status";
-constexpr std::string_view usage_text =
-    "Usage: apnea-locks status [OPTIONS]\n\n"
-    "Lists every entry of Apnea's lock area (locks, candidates, tombstones, reclaim guards,\n"
+constexpr CommandHelp help{
+    "status",
+    "status [options] [LOCKPATH...]",
+    "List every entry of Apnea's lock area (locks, candidates, tombstones, reclaim guards,\n"
     "anything unknown) with Apnea's verdict and ours, what needs attention first, and the\n"
-    "command that would fix it. Changes nothing.\n\n"
+    "command that would fix it. A LOCKPATH (as Apnea's message prints it) shows only that\n"
+    "lock. On a terminal the table fits its width; a footer gives the totals and the next\n"
+    "step. Changes nothing.",
     "--format prometheus writes metrics for node_exporter's textfile collector (names in\n"
     "apnea-locks(1)); --output-file PATH replaces PATH atomically.\n\n"
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
-    "3 the lock area is unsafe or unreadable, a --lock-dir, --repo or --scan path does not\n"
-    "exist or is not a directory, or --output-file cannot be written.";
+    "3 the lock area is unsafe or unreadable, a --lock-dir, --repo, --scan or LOCKPATH\n"
+    "directory does not exist or is not a directory, or --output-file cannot be written.",
+    true};
 
 struct StatusOptions {
   AreaOptions area;
@@ -51,11 +60,14 @@ struct StatusOptions {
   bool noheadings = false;
   bool notruncate = false;
   bool only_labelled = false;
+  bool output_all = false;
+  bool list_columns = false;
   std::string output;
   std::string format;
   std::string output_file;
   std::vector<std::string> states;
   std::vector<std::string> kinds;
+  std::vector<std::string> lock_paths;
 };
 
 enum class Format { table, raw, json, prometheus };
@@ -64,46 +76,69 @@ enum class Format { table, raw, json, prometheus };
 struct Filter {
   std::set<EntryState> states;
   std::set<LockKind> kinds;
-  std::set<std::string> repo_locks;  ///< lock names of --repo; empty: every entry
+  std::set<std::string> locks;  ///< lock names of --repo and LOCKPATH; empty: every entry
   bool only_labelled = false;
 
-  bool accepts(const EntryFacts& facts, const Verdict& verdict, const EntryLabel* label) const {
-    if (!states.empty() && states.count(verdict.state) == 0) return false;
-    if (!kinds.empty() && kinds.count(facts.parsed.kind) == 0) return false;
-    if (!repo_locks.empty() && repo_locks.count(facts.parsed.lock_name()) == 0) return false;
-    return !only_labelled || label != nullptr;
+  bool accepts(const EntryView& entry) const {
+    if (!states.empty() && states.count(entry.verdict.state) == 0) return false;
+    if (!kinds.empty() && kinds.count(entry.facts.parsed.kind) == 0) return false;
+    if (!locks.empty() && locks.count(entry.facts.parsed.lock_name()) == 0) return false;
+    return !only_labelled || entry.label != nullptr;
   }
 };
 
-/// Sort rank of a state in the table: what needs a human first.
-int state_rank(EntryState state) {
-  switch (state) {
-    case EntryState::malformed:
-    case EntryState::live_malformed: return 0;
-    case EntryState::stale: return 1;
-    case EntryState::leftover: return 2;
-    case EntryState::debris: return 3;
-    case EntryState::live: return 4;
-    case EntryState::in_flight: return 5;
-    case EntryState::unknown: return 6;
-    case EntryState::free: return 7;
-  }
-  return 8;
-}
-
 std::string_view row_colour(const Verdict& verdict) {
-  if (verdict.needs_attention) return "1;31";
-  if (verdict.state == EntryState::stale || verdict.state == EntryState::in_flight) return "33";
-  if (verdict.state == EntryState::live) return "32";
+  if (verdict.needs_attention) return sgr_attention;
+  if (verdict.state == EntryState::stale || verdict.state == EntryState::in_flight) return sgr_warning;
+  if (verdict.state == EntryState::live) return sgr_ok;
   return {};
 }
+
+/// The hints of one pass: the located locks, and what the survey said about them.
+class HintWatch {
+ public:
+  HintWatch(System& system, const LockArea& area) {
+    if (!area.home.empty())
+      if (auto lock = global_setup_lock(system, area.directory, area.home)) global_ = *lock;
+    if (auto here = system.realpath("."); here) {
+      here_ = *here;
+      enclosing_ = enclosing_repository(system, area.directory, ".");
+      if (enclosing_ && enclosing_->root == here_) enclosing_.reset();  // not a subdirectory
+    }
+  }
+
+  /// Looks at every entry surveyed, shown or not.
+  void see(const EntryView& entry) {
+    if (global_ && entry.decision != nullptr)
+      if (auto judged = global_setup_hint(*global_, JudgedEntry{entry.facts, entry.verdict, *entry.decision, entry.label}))
+        global_hint_ = global_setup_hint_text(*judged, entry.decision->next_step);
+    if (enclosing_ && entry.facts.name == enclosing_->name && entry.facts.stat)
+      enclosing_hint_ = enclosing_hint_text(*enclosing_, here_, &entry);
+  }
+
+  /// The global setup lock first: it stops every Apnea run.
+  std::vector<Hint> hints() const {
+    std::vector<Hint> out;
+    if (global_hint_) out.push_back(*global_hint_);
+    if (enclosing_hint_) out.push_back(*enclosing_hint_);
+    return out;
+  }
+
+ private:
+  std::optional<LocatedLock> global_;
+  std::optional<LocatedLock> enclosing_;
+  std::string here_;
+  std::optional<Hint> global_hint_;
+  std::optional<Hint> enclosing_hint_;
+};
 
 /// Writes shown entries: streamed for raw and JSON, collected and sorted for the table.
 class Output {
  public:
-  Output(Format format, std::vector<Field> fields, bool headings, bool truncate, bool colour)
-      : format_(format), fields_(std::move(fields)), headings_(headings), truncate_(truncate),
-        colour_(colour), json_(stdout) {}
+  Output(Format format, std::vector<Field> fields, bool chosen_fields, bool headings,
+         const Terminal& terminal)
+      : format_(format), fields_(std::move(fields)), chosen_(chosen_fields), headings_(headings),
+        terminal_(terminal), json_(stdout) {}
 
   void begin(const std::string& lock_dir, const AreaCheck& check) {
     if (format_ == Format::prometheus) return;
@@ -114,85 +149,146 @@ class Output {
     }
     if (format_ != Format::json) return;
     json_.begin_object();
+    write_schema(json_, "status");
     json_.key("lock_dir").string(lock_dir);
     json_.key("area").begin_object();
     json_.key("check").string(check.name());
     json_.key("path").string(check.path.empty() ? lock_dir : check.path);
     json_.key("message").string(check.message());
     json_.end_object();
+    json_.key("columns");
+    if (!chosen_) {
+      json_.null();
+    } else {
+      json_.begin_array();
+      for (Field field : fields_) json_.string(field_info(field).name);
+      json_.end_array();
+    }
     json_.key("entries").begin_array();
   }
 
   void entry(const EntryView& view) {
     switch (format_) {
       case Format::prometheus: break;  // counted in the summary
-      case Format::json: write_entry_json(json_, view); break;
-      case Format::raw: print_raw_line(stdout, cells(view, false)); break;
-      case Format::table:
-        rows_.push_back(Row{view.verdict.needs_attention ? 0 : 1, state_rank(view.verdict.state),
-                            view.facts.name, cells(view, truncate_),
-                            colour_ ? std::string(row_colour(view.verdict)) : std::string()});
+      case Format::json:
+        if (chosen_) write_fields_json(json_, view, fields_);
+        else write_entry_json(json_, view);
         break;
+      case Format::raw: {
+        std::vector<std::string> cells;
+        cells.reserve(fields_.size());
+        for (Field field : fields_) cells.push_back(field_text(field, view));
+        print_raw_line(stdout, cells);
+        break;
+      }
+      case Format::table: {
+        Row row{entry_order(view), {}, std::string(row_colour(view.verdict))};
+        row.cells.reserve(fields_.size());
+        for (Field field : fields_) row.cells.push_back(field_cell(field, view, terminal_.width != 0));
+        rows_.push_back(std::move(row));
+        break;
+      }
     }
   }
 
-  void end(const AreaSummary& summary, const std::optional<std::string>& error) {
+  void end(const LockArea& area, const AreaCheck& check, const AreaSummary& summary,
+           const std::vector<Hint>& hints, const std::optional<std::string>& error) {
     if (format_ == Format::json) {
       json_.end_array();
-      json_.key("summary").begin_object();
-      json_.key("scanned").integer(static_cast<std::int64_t>(summary.scanned));
-      json_.key("entries").integer(static_cast<std::int64_t>(summary.shown));
-      json_.key("needs_attention").integer(static_cast<std::int64_t>(summary.attention));
-      json_.key("states").begin_object();
-      for (const auto& [name, count] : summary.states) json_.key(name).integer(static_cast<std::int64_t>(count));
-      json_.end_object();
-      json_.key("roles").begin_object();
-      for (const auto& [name, count] : summary.roles) json_.key(name).integer(static_cast<std::int64_t>(count));
-      json_.end_object();
-      json_.end_object();
+      json_.key("summary");
+      write_summary_json(json_, summary);
+      json_.key("hints");
+      write_hints_json(json_, hints);
       json_.key("error").optional_string(error);
       json_.end_object();
       json_.finish();
       return;
     }
-    if (format_ == Format::table) {
-      std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) {
-        return std::tie(a.attention, a.rank, a.name) < std::tie(b.attention, b.rank, b.name);
-      });
-      std::vector<TableColumn> columns;
-      for (Field field : fields_)
-        columns.push_back(TableColumn{std::string(field_info(field).header), field_info(field).right_aligned});
-      Table table(std::move(columns));
-      for (Row& row : rows_) table.add_row(std::move(row.cells), row.colour);
-      table.print(stdout, headings_);
-    }
+    if (format_ == Format::table) print_table(area, check, summary, hints, error.has_value());
     std::fflush(stdout);
   }
 
  private:
   struct Row {
-    int attention;
-    int rank;
-    std::string name;
+    EntryOrder order;
     std::vector<std::string> cells;
     std::string colour;
   };
 
-  std::vector<std::string> cells(const EntryView& view, bool truncate) const {
-    std::vector<std::string> out;
-    out.reserve(fields_.size());
-    for (Field field : fields_) out.push_back(field_text(field, view, truncate));
-    if (format_ == Format::table)
-      for (auto& cell : out)
-        if (cell.empty()) cell = "-";
+  void print_table(const LockArea& area, const AreaCheck& check, const AreaSummary& summary,
+                   const std::vector<Hint>& hints, bool failed) {
+    const std::size_t width = terminal_.width;
+    const bool colour = terminal_.colour;
+    std::string text;
+    if (headings_ && !hints.empty()) text += hints_text(hints, width, colour) + "\n";
+    std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.order < b.order; });
+    std::vector<TableColumn> columns;
+    for (Field field : fields_) columns.push_back(column_of(field, width != 0, !chosen_));
+    Table table(std::move(columns));
+    for (Row& row : rows_) table.add_row(std::move(row.cells), row.colour);
+    if (table.size() > 0)
+      for (const std::string& line : table.lines(headings_, width, terminal_.ellipsis, colour))
+        text += line + "\n";
+    if (headings_ && !failed) text += footer(area, check, summary, table.hidden());
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+
+  /// Totals by state, what to do next, and the columns hidden to fit.
+  std::string footer(const LockArea& area, const AreaCheck& check, const AreaSummary& summary,
+                     const std::vector<std::string>& hidden) const {
+    const std::size_t width = terminal_.width;
+    const bool colour = terminal_.colour;
+    const std::string dir = printable(area.directory);
+    std::string out;
+    auto say = [&](const std::string& line) { out += wrap(line, width, "  ") + "\n"; };
+    if (summary.shown == 0) {
+      if (check.problem == AreaProblem::missing && summary.scanned == 0)
+        say(fmt::format("No entries: {} does not exist yet (Apnea has taken no lock there).", dir));
+      else if (summary.scanned == 0)
+        say(fmt::format("No entries in {}: nothing needs attention.", dir));
+      else
+        say(fmt::format("No entries match ({} in {}).", plural(summary.scanned, "entry", "entries"), dir));
+      return out;
+    }
+    out += "\n";
+    const std::string shown = summary.scanned > summary.shown
+                                  ? fmt::format("{} of {}", summary.shown, plural(summary.scanned, "entry", "entries"))
+                                  : plural(summary.shown, "entry", "entries");
+    const std::string attention =
+        summary.attention == 0
+            ? std::string("nothing needs attention")
+            : paint(fmt::format("{} need{} attention", summary.attention, summary.attention == 1 ? "s" : ""),
+                    sgr_attention, colour);
+    say(fmt::format("{}: {}; {}.", shown, state_totals(summary), attention));
+    if (summary.next) {
+      const NextStep& next = *summary.next;
+      const std::string what = fmt::format("Next: {} is {} ({})", next.description, next.state, next.reason);
+      if (!next.fix_argv.empty()) {
+        say(what + ":");
+        out += wrap_command(next.fix_argv, width, "  ") + "\n";
+      } else if (!next.next_step.empty()) {
+        say(fmt::format("{}; no flag removes it: {}", what, printable(next.next_step)));
+      } else {
+        say(fmt::format("{}: {}", what, printable(next.why)));
+      }
+    }
+    if (!hidden.empty()) {
+      std::string names;
+      for (const std::string& name : hidden) names += (names.empty() ? "" : " ") + name;
+      say(fmt::format("Hidden to fit {} columns: {} (--notruncate or -o shows them).", width, names));
+    }
     return out;
+  }
+
+  static std::string plural(std::size_t n, std::string_view one, std::string_view many) {
+    return fmt::format("{} {}", n, n == 1 ? one : many);
   }
 
   Format format_;
   std::vector<Field> fields_;
+  bool chosen_;
   bool headings_;
-  bool truncate_;
-  bool colour_;
+  Terminal terminal_;
   JsonWriter json_;
   std::vector<Row> rows_;
 };
@@ -200,19 +296,22 @@ class Output {
 po::options_description describe(StatusOptions& o) {
   po::options_description options("Options");
   options.add_options()
-      ("help,h", "show this help")
-      ("json,J", po::bool_switch(&o.json), "one JSON document (entries streamed in scan order)")
+      ("json,J", po::bool_switch(&o.json), "one JSON document (entries streamed in scan order); honours -o")
       ("raw,r", po::bool_switch(&o.raw), "one line per entry, space-separated, unaligned")
       ("format", po::value(&o.format)->value_name("FORMAT"),
        "table (default), raw, json or prometheus (Prometheus text exposition format)")
       ("output-file", po::value(&o.output_file)->value_name("PATH"),
        "with --format prometheus: write the metrics to PATH atomically (temp file + rename)")
       ("output,o", po::value(&o.output)->value_name("COLUMNS"),
-       "columns to show, comma-separated; +COL,... adds to the defaults (see apnea-locks(1))")
-      ("noheadings,n", po::bool_switch(&o.noheadings), "no header line")
-      ("notruncate", po::bool_switch(&o.notruncate), "do not shorten keys, tokens and commands")
+       "columns to show, comma-separated; +COL,... adds to the defaults; 'help' lists them")
+      ("output-all", po::bool_switch(&o.output_all), "show every column")
+      ("list-columns", po::bool_switch(&o.list_columns), "list the columns with descriptions and exit")
+      ("noheadings,n", po::bool_switch(&o.noheadings), "no header line, hints or footer")
+      ("notruncate", po::bool_switch(&o.notruncate),
+       "do not fit the table to the terminal: every column, nothing shortened")
       ("state", po::value(&o.states)->composing()->value_name("STATE,..."),
-       "only these states: live, stale, malformed, free, in-flight, debris, leftover, unknown")
+       "only these states: live, stale, malformed, live-malformed, free, in-flight, debris, "
+       "leftover, unknown")
       ("kind", po::value(&o.kinds)->composing()->value_name("KIND,..."),
        "only these kinds: repository, global-setup, unknown")
       ("only-labelled", po::bool_switch(&o.only_labelled),
@@ -223,7 +322,7 @@ po::options_description describe(StatusOptions& o) {
   return options;
 }
 
-/// Turns the filter options into a Filter (repo locks are added later); a usage message on error.
+/// Turns the filter options into a Filter (lock names are added later); a usage message on error.
 std::expected<Filter, std::string> make_filter(const StatusOptions& o) {
   Filter filter;
   filter.only_labelled = o.only_labelled;
@@ -231,7 +330,9 @@ std::expected<Filter, std::string> make_filter(const StatusOptions& o) {
     auto state = parse_state(name);
     if (!state)
       return std::unexpected(fmt::format(
-          "unknown state '{}' (live, stale, malformed, free, in-flight, debris, leftover, unknown)", name));
+          "unknown state '{}' (live, stale, malformed, live-malformed, free, in-flight, debris, "
+          "leftover, unknown)",
+          name));
     filter.states.insert(*state);
   }
   for (const std::string& name : split_list(o.kinds)) {
@@ -244,18 +345,57 @@ std::expected<Filter, std::string> make_filter(const StatusOptions& o) {
   return filter;
 }
 
+/// The lock names of the LOCKPATH arguments, moving `area` to their directory when no
+/// --lock-dir was given. A usage message when they are not entries of one lock area.
+std::expected<std::set<std::string>, std::string> lock_path_filter(System& system, const StatusOptions& o,
+                                                                   LockArea& area) {
+  std::set<std::string> names;
+  std::optional<std::string> directory;
+  for (const std::string& given : o.lock_paths) {
+    std::string path = node_normalize(given);
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    const bool bare = path.find('/') == std::string::npos;
+    const std::string name = bare ? path : path.substr(path.rfind('/') + 1);
+    const EntryName entry = parse_entry_name(name);
+    if (entry.role == EntryRole::unknown)
+      return std::unexpected(fmt::format("{}: not an Apnea lock entry name", given));
+    names.insert(entry.lock_name());
+    if (bare) continue;
+    const std::string dir = node_dirname(path);
+    if (directory && *directory != dir)
+      return std::unexpected(fmt::format("{}: not in the same lock area as {}", given, *directory));
+    directory = dir;
+  }
+  if (directory && node_normalize(*directory) != node_normalize(area.directory)) {
+    if (!o.area.lock_dir.empty())
+      return std::unexpected(fmt::format("{} is not inside --lock-dir {}", *directory, area.directory));
+    area.directory = *directory;
+    area.explicit_directory = *directory != node_normalize(default_lock_directory(system));
+    area.may_be_absent = false;
+  }
+  return names;
+}
+
 }  // namespace
 
 int status_command(const std::vector<std::string>& args) {
   StatusOptions o;
   const po::options_description options = describe(o);
-  auto parsed = parse_command_line(command_name, usage_text, args, options);
+  po::options_description hidden;
+  hidden.add_options()("lockpath", po::value(&o.lock_paths)->composing());
+  po::positional_options_description positional;
+  positional.add("lockpath", -1);
+  auto parsed = parse_command_line(help, args, options, &hidden, &positional);
   if (!parsed) return parsed.error();
 
   auto usage_error = [](std::string_view message) {
-    print_error(command_name, message);
+    print_error(help.name, message);
     return exit_usage;
   };
+  if (o.list_columns || o.output == "help") {
+    fmt::print("{}", columns_help());
+    return exit_ok;
+  }
   if (o.json && o.raw) return usage_error("--json and --raw exclude each other");
   Format format = o.json ? Format::json : o.raw ? Format::raw : Format::table;
   if (!o.format.empty()) {
@@ -273,29 +413,44 @@ int status_command(const std::vector<std::string>& args) {
   }
   if (!o.output_file.empty() && format != Format::prometheus)
     return usage_error("--output-file needs --format prometheus");
+  if (o.output_all && !o.output.empty()) return usage_error("--output and --output-all exclude each other");
   std::vector<Field> fields = default_fields();
-  if (!o.output.empty()) {
-    auto chosen = parse_fields(o.output);
-    if (!chosen) return usage_error(fmt::format("-o {}: {}", o.output, chosen.error()));
-    fields = std::move(*chosen);
+  const bool chosen = o.output_all || !o.output.empty();
+  if (o.output_all) {
+    fields.clear();
+    for (const FieldInfo& info : all_fields()) fields.push_back(info.field);
+  } else if (!o.output.empty()) {
+    auto picked = parse_fields(o.output);
+    if (!picked) return usage_error(fmt::format("-o {}: {}", o.output, picked.error()));
+    fields = std::move(*picked);
   }
   auto filter = make_filter(o);
   if (!filter) return usage_error(filter.error());
 
   System& system = real_system();
-  const LockArea area = resolve_area(system, o.area);
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) {
+    print_error(help.name, opened.error().message);
+    return opened.error().exit_status;
+  }
+  LockArea area = std::move(*opened);
+  auto lock_names = lock_path_filter(system, o, area);
+  if (!lock_names) return usage_error(lock_names.error());
 
-  // Labels: the current directory, each --repo, repositories under each --scan, and home.
-  auto labels = build_labels(system, o.labels);
+  // Labels: the current directory and its ancestors, the home, each --repo and --scan.
+  auto labels = build_labels(system, area, o.labels);
   if (!labels) {
-    print_error(command_name, labels.error());
+    print_error(help.name, labels.error());
     return exit_bad_path;
   }
-  filter->repo_locks = labels->repo_locks;
+  filter->locks = labels->repo_locks;
+  filter->locks.insert(lock_names->begin(), lock_names->end());
   auto policy = judging_policy(system, area, o.timing);
   if (!policy) return usage_error(policy.error());
 
-  Output output(format, fields, !o.noheadings, !o.notruncate, colour_wanted(system));
+  const Terminal terminal = format == Format::table ? terminal_view(system, colour_mode(*parsed), o.notruncate)
+                                                    : Terminal{};
+  Output output(format, fields, chosen, !o.noheadings, terminal);
   AreaSummary summary;
   MetricsReport metrics;
   metrics.lock_dir = area.directory;
@@ -310,7 +465,7 @@ int status_command(const std::vector<std::string>& args) {
       return true;
     }
     auto written = write_file_atomically(system, o.output_file, text);
-    if (!written) print_error(command_name, written.error());
+    if (!written) print_error(help.name, written.error());
     return written.has_value();
   };
 
@@ -319,45 +474,45 @@ int status_command(const std::vector<std::string>& args) {
     // Prominent and alone: one line naming the path (and the JSON document saying so).
     if (format == Format::json) {
       output.begin(area.directory, check);
-      output.end(summary, check.message());
+      output.end(area, check, summary, {}, check.message());
     }
     metrics.area_safe = false;
     metrics.scrape_success = check.problem != AreaProblem::unreadable;
     write_metrics();
-    print_error(command_name, check.message());
+    print_error(help.name, check.message());
     return exit_unsafe;
   }
   output.begin(area.directory, check);
   std::optional<std::string> error;
+  HintWatch hints(system, area);
   auto show = [&](const EntryView& entry) {
-    if (!filter->accepts(entry.facts, entry.verdict, entry.label)) return;
+    hints.see(entry);
+    if (!filter->accepts(entry)) return;
     summary.add(entry);
     output.entry(entry);
   };
 
   if (check.safe()) {
-    auto scanned = judge_area(system, area.directory, *policy, labels->index, filter->repo_locks, show);
+    auto scanned = judge_area(system, area.directory, *policy, labels->index, filter->locks, show);
     if (scanned)
       summary.scanned = *scanned;
     else
       error = fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
                           errno_text(scanned.error()));
   } else {
-    // No area yet: a --repo's lock is free.
-    judge_absent_locks(area.directory, *policy, labels->index, filter->repo_locks, show);
+    // No area yet: a --repo's (or LOCKPATH's) lock is free.
+    judge_absent_locks(area.directory, *policy, labels->index, filter->locks, show);
   }
-  output.end(summary, error);
+  output.end(area, check, summary, hints.hints(), error);
 
   if (error) {
     metrics.scrape_success = false;
     write_metrics();
-    print_error(command_name, *error);
+    print_error(help.name, *error);
     return exit_unsafe;
   }
   metrics.summary = &summary;
   if (!write_metrics()) return exit_unsafe;
-  if (format == Format::table && check.problem == AreaProblem::missing && summary.shown == 0)
-    fmt::print(stderr, "apnea-locks status: {}\n", check.message());
   return summary.attention > 0 ? exit_attention : exit_ok;
 }
 

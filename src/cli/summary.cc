@@ -2,144 +2,99 @@
 
 #include <fmt/format.h>
 
-#include <sched.h>
-
 #include <algorithm>
-#include <charconv>
-#include <thread>
+#include <array>
 
-#include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
-#include "apnea_locks/scan.h"
-#include "apnea_locks/survey.h"
-#include "cli/render.h"
+#include "apnea_locks/policy.h"
+#include "cli/text.h"
 
 namespace apnea_locks::cli {
+namespace {
 
-void add_label_options(po::options_description& options, LabelOptions& labels,
-                       const char* repo_help) {
-  options.add_options()
-      ("repo", po::value(&labels.repos)->composing()->value_name("PATH"), repo_help)
-      ("scan", po::value(&labels.scans)->composing()->value_name("DIR"),
-       "label the repositories (folders holding .apnea/) under DIR (repeatable)")
-      ("scan-depth",
-       po::value(&labels.scan_depth)->value_name("N")->default_value(4)->notifier([](int depth) {
-         if (depth < 0) throw po::error("--scan-depth must be >= 0");
-       }),
-       "how many levels below each --scan DIR to look");
-}
-
-std::expected<Labels, std::string> build_labels(System& system, const LabelOptions& options) {
-  if (options.scan_depth < 0) return std::unexpected(std::string("--scan-depth must be >= 0"));
-  Labels labels;
-  // Lazily: an area with nothing to label never hashes (OpenSSL's start is ~1 ms).
-  labels.index.add_repository_lazily(system, ".");
-  const std::string home = node_homedir(system);
-  if (!home.empty()) labels.index.add_home_lazily(system, home);
-  for (const std::string& root : options.scans) {
-    auto found = find_repositories(system, root, options.scan_depth, [&](const std::string& repo) {
-      labels.index.add_repository_lazily(system, repo);
-    });
-    if (!found)
-      return std::unexpected(fmt::format("--scan '{}': {}", printable(root), errno_text(found.error())));
+/// Sort rank of a state in the table: what needs a human first.
+int state_rank(EntryState state) {
+  switch (state) {
+    case EntryState::malformed:
+    case EntryState::live_malformed: return 0;
+    case EntryState::stale: return 1;
+    case EntryState::leftover: return 2;
+    case EntryState::debris: return 3;
+    case EntryState::live: return 4;
+    case EntryState::in_flight: return 5;
+    case EntryState::unknown: return 6;
+    case EntryState::free: return 7;
   }
-  for (const std::string& root : options.repos) {
-    if (auto typed = typed_directory(system, "--repo", root); !typed)
-      return std::unexpected(typed.error());
-    auto name = labels.index.add_repository(system, root);
-    if (!name)
-      return std::unexpected(fmt::format("--repo '{}': {}", printable(root), errno_text(name.error())));
-    labels.repo_locks.insert(*name);
+  return 8;
+}
+
+/// The states in the order the totals list them.
+constexpr EntryState state_order[] = {
+    EntryState::malformed, EntryState::live_malformed, EntryState::stale,   EntryState::leftover,
+    EntryState::debris,    EntryState::live,           EntryState::in_flight, EntryState::unknown,
+    EntryState::free};
+
+}  // namespace
+
+EntryOrder entry_order(const EntryView& entry) {
+  const bool attention = entry.verdict.needs_attention;
+  const bool global = entry.facts.parsed.kind == LockKind::global_setup &&
+                      entry.verdict.role == EntryRole::lock;
+  return {attention ? 0 : 1, attention && global ? 0 : 1, state_rank(entry.verdict.state),
+          entry.facts.name};
+}
+
+std::string entry_description(const EntryView& entry) {
+  const EntryFacts& facts = entry.facts;
+  const EntryRole role = facts.parsed.role;
+  if (role == EntryRole::lock) {
+    const bool global = facts.parsed.kind == LockKind::global_setup;
+    if (entry.label != nullptr)
+      return fmt::format("the {} lock of {}", global ? "global setup" : "repository",
+                         printable(entry.label->path));
+    return fmt::format("the {} lock {}", global ? "global setup" : "repository", printable(facts.name));
   }
-  return labels;
-}
-
-void add_timing_options(po::options_description& options, TimingOptions& timing,
-                        const char* guard_help) {
-  const std::string tolerance_help =
-      "a process started this much after its owner record was written is a reused pid" +
-      duration_help(tolerance_range);
-  const std::string guard_age_help =
-      std::string(guard_help != nullptr
-                      ? guard_help
-                      : "reclaim guards (and unreadable candidates/tombstones) older than this "
-                        "are left over") +
-      duration_help(guard_age_range);
-  options.add_options()
-      ("tolerance",
-       duration_value("--tolerance", tolerance_range, timing.tolerance_ns)->default_value("2s"),
-       tolerance_help.c_str())
-      ("guard-age",
-       duration_value("--guard-age", guard_age_range, timing.guard_age_ns)->default_value("5m"),
-       guard_age_help.c_str())
-      ("jobs",
-       po::value<std::string>()->value_name("N")->notifier([&timing](const std::string& text) {
-         unsigned jobs = 0;
-         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), jobs);
-         if (error != std::errc() || end != text.data() + text.size() || jobs < 1 || jobs > max_jobs)
-           throw po::error(fmt::format("--jobs '{}': must be a whole number from 1 to {}",
-                                       printable(text), max_jobs));
-         timing.jobs = jobs;
-       }),
-       "gather the entries with N threads (1 to 64; default: one per CPU)");
-}
-
-unsigned default_jobs() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int count = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
-  if (count <= 0) count = static_cast<int>(std::thread::hardware_concurrency());
-  return static_cast<unsigned>(std::clamp(count, 1, static_cast<int>(max_jobs)));
-}
-
-std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
-                                                          const TimingOptions& timing, bool force) {
-  SurveySettings settings = survey_settings(system, area.directory, timing.tolerance_ns,
-                                            timing.guard_age_ns, force);
-  if (area.explicit_directory) {
-    settings.fix.lock_dir = area.directory;
-  }
-  if (timing.guard_age_ns != default_guard_age_ns)
-    settings.fix.guard_age = duration_text(timing.guard_age_ns);
-  if (timing.tolerance_ns != default_tolerance_ns)
-    settings.fix.tolerance = duration_text(timing.tolerance_ns);
-  settings.jobs = timing.jobs != 0 ? timing.jobs : default_jobs();
-  return settings;
-}
-
-SysResult<std::size_t> judge_area(System& system, const std::string& area,
-                                  const SurveySettings& settings, const LabelIndex& labels,
-                                  const std::set<std::string>& expected_locks,
-                                  const std::function<void(const EntryView&)>& visit) {
-  return survey_area(system, area, settings, labels, expected_locks, [&](const JudgedEntry& entry) {
-    visit(EntryView{entry.facts, entry.verdict, entry.label, &entry.decision});
-  });
-}
-
-void judge_absent_locks(const std::string& area, const SurveySettings& settings,
-                        const LabelIndex& labels, const std::set<std::string>& names,
-                        const std::function<void(const EntryView&)>& visit) {
-  for (const std::string& name : names) {
-    EntryFacts facts;
-    facts.name = name;
-    facts.path = entry_path(area, name);
-    facts.parsed = parse_entry_name(name);
-    const EntryLabel* label = labels.find(facts.parsed.lock_name());
-    auto [verdict, decision] = judge_entry(facts, settings, label);
-    visit(EntryView{facts, verdict, label, &decision});
-  }
+  if (role == EntryRole::unknown) return fmt::format("the unknown entry {}", printable(facts.name));
+  return fmt::format("the {} {}", role == EntryRole::reclaim_guard ? "reclaim guard" : role_name(role),
+                     printable(facts.name));
 }
 
 void AreaSummary::add(const EntryView& entry) {
   const Verdict& verdict = entry.verdict;
   const EntryFacts& facts = entry.facts;
   ++shown;
-  if (verdict.needs_attention) ++attention;
+  if (verdict.needs_attention) {
+    ++attention;
+    EntryOrder order = entry_order(entry);
+    if (!next || order < next->order) {
+      NextStep step;
+      step.order = std::move(order);
+      step.name = facts.name;
+      step.path = facts.path;
+      step.description = entry_description(entry);
+      step.state = state_name(verdict.state);
+      step.reason = verdict.reason;
+      step.fix_argv = verdict.fix_argv;
+      step.fix = verdict.fix;
+      if (entry.decision != nullptr) {
+        step.next_step = entry.decision->next_step;
+        step.why = entry.decision->why;
+      }
+      next = std::move(step);
+    }
+  }
   const std::string state(state_name(verdict.state));
   const std::string role(role_name(verdict.role));
   ++states[state];
   ++roles[role];
-  ++classes[EntryClass{std::string(kind_name(facts.parsed.kind)), role, state}];
+  // The metrics' labels are fields of the one field table (fields.h).
+  std::array<std::string, 3> labels;
+  const auto& label_fields = prometheus_label_fields();
+  for (std::size_t i = 0; i < labels.size() && i < label_fields.size(); ++i) {
+    labels[i] = field_text(label_fields[i], entry);
+    if (labels[i].empty()) labels[i] = "unknown";
+  }
+  ++classes[EntryClass{labels[0], labels[1], labels[2]}];
   switch (verdict.role) {
     case EntryRole::lock:
       if (verdict.state == EntryState::free) break;
@@ -160,6 +115,68 @@ void AreaSummary::add(const EntryView& entry) {
       break;
     case EntryRole::unknown: break;
   }
+}
+
+std::string state_totals(const AreaSummary& summary) {
+  std::string out;
+  for (EntryState state : state_order) {
+    const auto found = summary.states.find(std::string(state_name(state)));
+    if (found == summary.states.end() || found->second == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", found->second, found->first);
+  }
+  return out;
+}
+
+void write_summary_json(JsonWriter& json, const AreaSummary& summary) {
+  json.begin_object();
+  json.key("scanned").integer(static_cast<std::int64_t>(summary.scanned));
+  json.key("entries").integer(static_cast<std::int64_t>(summary.shown));
+  json.key("needs_attention").integer(static_cast<std::int64_t>(summary.attention));
+  json.key("states").begin_object();
+  for (const auto& [name, count] : summary.states) json.key(name).integer(static_cast<std::int64_t>(count));
+  json.end_object();
+  json.key("roles").begin_object();
+  for (const auto& [name, count] : summary.roles) json.key(name).integer(static_cast<std::int64_t>(count));
+  json.end_object();
+  json.key("next");
+  if (!summary.next) {
+    json.null();
+  } else {
+    const NextStep& next = *summary.next;
+    json.begin_object();
+    json.key("name").string(next.name);
+    json.key("path").string(next.path);
+    json.key("description").string(next.description);
+    json.key("state").string(next.state);
+    json.key("reason").string(next.reason);
+    json.key("fix").optional_string(next.fix.empty() ? std::nullopt : std::optional(next.fix));
+    json.key("fix_argv");
+    write_argv(json, next.fix_argv);
+    json.key("next_step").optional_string(next.next_step.empty() ? std::nullopt
+                                                                 : std::optional(next.next_step));
+    json.key("why").string(next.why);
+    json.end_object();
+  }
+  json.end_object();
+}
+
+std::string wrap_command(const std::vector<std::string>& argv, std::size_t width,
+                         std::string_view indent) {
+  std::string out;
+  std::string line(indent);
+  for (const std::string& word : argv) {
+    const std::string quoted = printable(shell_word(word));
+    // Room for the word and the " \" continuation that may follow it.
+    if (line != indent && width != 0 &&
+        display_width(line) + 1 + display_width(quoted) + 2 > width) {
+      out += line + " \\\n";
+      line = std::string(indent);
+    }
+    if (line != indent) line += ' ';
+    line += quoted;
+  }
+  return out + line;
 }
 
 }  // namespace apnea_locks::cli

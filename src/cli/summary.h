@@ -1,95 +1,51 @@
-// One judging pass over the lock area, shared by `status` and `check`: the labels, the
-// classify policy, scan_area + classify for every entry, and the counts the summary, the
-// Nagios line and the Prometheus metrics are made of. No protocol I/O of its own.
+// The totals of one pass over the lock area and what to do next: counted as entries are
+// shown, and written as the table's footer, the JSON's "summary", the Nagios line's counts
+// and the Prometheus metrics. The order "worst first" is presentation only: what needs
+// attention, the fix and the next step all come from the survey and the policy.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <expected>
-#include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "apnea_locks/classify.h"
-#include "apnea_locks/labels.h"
-#include "apnea_locks/survey.h"
-#include "apnea_locks/system.h"
-#include "cli/common.h"
-#include "cli/entry_report.h"
+#include "cli/fields.h"
+#include "cli/json_writer.h"
 
 namespace apnea_locks::cli {
 
-/// The options that say which repositories are known by name.
-struct LabelOptions {
-  std::vector<std::string> repos;  ///< --repo: labelled and, for status/check, a filter
-  std::vector<std::string> scans;  ///< --scan: folders whose .apnea/ repositories are labelled
-  int scan_depth = 4;
-};
-
-/// Adds `--repo PATH`, `--scan DIR` and `--scan-depth N` to `options`; `repo_help` says
-/// what --repo does for the command.
-void add_label_options(po::options_description& options, LabelOptions& labels,
-                       const char* repo_help);
-
-/// The labels of a pass, and the lock names --repo asked for.
-struct Labels {
-  LabelIndex index;
-  std::set<std::string> repo_locks;  ///< entry names of the --repo locks; empty: no filter
-};
-
-/// Labels the current directory's repository, the home's global setup lock, every
-/// repository under each --scan and each --repo. Fails with a message naming the option
-/// and the path that does not resolve to a directory (a path the user typed: callers
-/// exit exit_bad_path, check UNKNOWN).
-std::expected<Labels, std::string> build_labels(System& system, const LabelOptions& options);
-
-/// The timing options of a judging command, range-checked when the command line is parsed.
-struct TimingOptions {
-  std::int64_t tolerance_ns = default_tolerance_ns;
-  std::int64_t guard_age_ns = default_guard_age_ns;
-  unsigned jobs = 0;  ///< --jobs: threads gathering entries; 0 = one per CPU we may run on
-};
-
-/// The most --jobs accepted.
-inline constexpr unsigned max_jobs = 64;
-
-/// The default --jobs: the number of CPUs this process may run on (1..max_jobs).
-unsigned default_jobs();
-
-/// Adds `--tolerance DURATION` (default 2s, 1s..1d), `--guard-age DURATION` (default 5m,
-/// 1m..30d) and `--jobs N` (1..max_jobs, default the CPU count) to `options`; `guard_help` (null: the status wording) says what --guard-age does
-/// for the command.
-void add_timing_options(po::options_description& options, TimingOptions& timing,
-                        const char* guard_help = nullptr);
-
-/// The survey settings for a pass over `area` now (host facts read once), deciding for
-/// `reclaim` with `force`. (The timing options were checked when they were parsed: this does
-/// not fail today.)
-std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
-                                                          const TimingOptions& timing,
-                                                          bool force = false);
-
-/// Lists `area` with scan_area and calls `visit` with each entry judged by classify (with
-/// its label); then, for each name of `expected_locks` that was not listed, with that lock
-/// judged as absent (`free`). Returns the number of entries listed, or the listing error
-/// (then no absent lock is visited).
-SysResult<std::size_t> judge_area(System& system, const std::string& area,
-                                  const SurveySettings& settings, const LabelIndex& labels,
-                                  const std::set<std::string>& expected_locks,
-                                  const std::function<void(const EntryView&)>& visit);
-
-/// Calls `visit` with each lock of `names` (entry names in `area`) judged as absent
-/// (`free`), as when the area does not exist yet.
-void judge_absent_locks(const std::string& area, const SurveySettings& settings,
-                        const LabelIndex& labels, const std::set<std::string>& names,
-                        const std::function<void(const EntryView&)>& visit);
-
 /// (kind, role, state) as the metrics name them: "unknown" for the kind of an unknown entry.
 using EntryClass = std::tuple<std::string, std::string, std::string>;
+
+/// Where an entry goes in the table, smaller first: what needs attention, a global setup
+/// lock among those (it stops every Apnea run of the account), then by state (malformed,
+/// stale, leftover, debris, live, in-flight, unknown, free), then by name.
+using EntryOrder = std::tuple<int, int, int, std::string>;
+
+/// The order of `entry` (see EntryOrder).
+EntryOrder entry_order(const EntryView& entry);
+
+/// "the global setup lock of /home/ann", "the repository lock of /src/app", "the lock
+/// repository-8d24....lock", "the candidate NAME", "the reclaim guard NAME" (escaped).
+std::string entry_description(const EntryView& entry);
+
+/// The worst entry shown that needs attention, and what the policy says to do about it.
+struct NextStep {
+  EntryOrder order;
+  std::string name;
+  std::string path;
+  std::string description;  ///< entry_description
+  std::string state;
+  std::string reason;
+  std::vector<std::string> fix_argv;  ///< the one fix command; empty when no flag removes it
+  std::string fix;                    ///< fix_argv as a shell command line
+  std::string next_step;              ///< the policy's next step when there is no fix
+  std::string why;                    ///< the policy's reason (its decision)
+};
 
 /// Counts of the entries of one pass (after filters).
 struct AreaSummary {
@@ -106,9 +62,23 @@ struct AreaSummary {
   std::size_t debris = 0;           ///< candidates and tombstones in state debris
   std::size_t leftover_guards = 0;  ///< reclaim guards in state leftover
   std::optional<std::int64_t> oldest_lock_age_ns;  ///< of the locks present
+  std::optional<NextStep> next;     ///< the worst entry needing attention
 
   /// Counts one entry.
   void add(const EntryView& entry);
 };
+
+/// "2 stale, 1 live" in the table's state order; "" when nothing was shown.
+std::string state_totals(const AreaSummary& summary);
+
+/// Writes the JSON "summary" member's object: scanned, entries, needs_attention, states,
+/// roles and next (null, or {name, path, description, state, reason, fix, fix_argv,
+/// next_step, why}).
+void write_summary_json(JsonWriter& json, const AreaSummary& summary);
+
+/// `argv` as shell lines of at most `width` columns (0: one line), each starting with
+/// `indent` and each but the last ending in " \", so it still pastes as one command.
+std::string wrap_command(const std::vector<std::string>& argv, std::size_t width,
+                         std::string_view indent);
 
 }  // namespace apnea_locks::cli

@@ -1,0 +1,216 @@
+#include "cli/area.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
+#include <thread>
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "apnea_locks/names.h"
+#include "apnea_locks/scan.h"
+#include "cli/commands.h"
+#include "cli/text.h"
+#include "cli/time_text.h"
+
+namespace apnea_locks::cli {
+
+void add_area_options(po::options_description& options, AreaOptions& area) {
+  options.add_options()
+      ("lock-dir", po::value(&area.lock_dir)->value_name("DIR"),
+       "lock directory to look at (default: Apnea's, <tmpdir>/apnea-<uid>/operation-locks)")
+      ("user", po::value(&area.user)->value_name("NAME"),
+       "(root) act as the account NAME, on its lock area unless --lock-dir");
+}
+
+std::expected<LockArea, CommandFailure> open_lock_area(System& system, const AreaOptions& options) {
+  LockArea area;
+  if (!options.user.empty()) {
+    if (system.uid() != 0) return std::unexpected(CommandFailure{exit_usage, "--user needs root"});
+    auto account = system.lookup_account(options.user);
+    if (!account)
+      return std::unexpected(CommandFailure{
+          exit_usage, fmt::format("--user {}: no such account", printable(options.user))});
+    const std::string directory = lock_directory_for_uid(system, account->uid);
+    // Everything from here on runs as that account: ownership checks and anything created
+    // stay theirs, and nothing of root's is read by mistake.
+    if (auto dropped = system.become(*account); !dropped)
+      return std::unexpected(CommandFailure{
+          exit_unsafe, fmt::format("cannot become {}: {}", printable(options.user), errno_text(dropped.error()))});
+    area.home = account->home;
+    if (options.lock_dir.empty()) {
+      area.directory = directory;
+      area.explicit_directory = true;
+      area.may_be_absent = true;  // the account's own area, like Apnea's: not taken yet
+      return area;
+    }
+  } else {
+    area.home = node_homedir(system);
+  }
+  if (!options.lock_dir.empty()) {
+    area.directory = options.lock_dir;
+    area.explicit_directory = true;
+  } else {
+    area.directory = default_lock_directory(system);
+  }
+  return area;
+}
+
+AreaCheck check_lock_area(System& system, const LockArea& area) {
+  AreaCheck check = check_area(system, area.directory, system.uid(), !area.explicit_directory);
+  if (!area.explicit_directory || area.may_be_absent) return check;
+  // Explicit paths are promises: a typo is an error naming it, never an empty, healthy area.
+  if (check.problem == AreaProblem::missing) {
+    check.problem = AreaProblem::unreadable;
+    check.error = std::make_error_code(std::errc::no_such_file_or_directory);
+  } else if (check.problem == AreaProblem::not_directory) {
+    check.problem = AreaProblem::unreadable;
+    check.error = std::make_error_code(std::errc::not_a_directory);
+  }
+  return check;
+}
+
+std::expected<void, std::string> typed_directory(System& system, std::string_view option,
+                                                 const std::string& path) {
+  auto fail = [&](std::string_view why) {
+    return std::unexpected(fmt::format("{} '{}': {}", option, printable(path), why));
+  };
+  auto resolved = system.realpath(path);
+  if (!resolved) return fail(errno_text(resolved.error()));
+  auto st = system.lstat(*resolved);
+  if (!st) return fail(errno_text(st.error()));
+  if (st->type != FileType::directory) return fail("not a directory");
+  return {};
+}
+
+void add_label_options(po::options_description& options, LabelOptions& labels,
+                       const char* repo_help) {
+  options.add_options()
+      ("repo", po::value(&labels.repos)->composing()->value_name("PATH"), repo_help)
+      ("scan", po::value(&labels.scans)->composing()->value_name("DIR"),
+       "label the repositories (folders holding .apnea/) under DIR (repeatable)")
+      ("scan-depth",
+       po::value(&labels.scan_depth)->value_name("N")->default_value(4)->notifier([](int depth) {
+         if (depth < 0) throw po::error("--scan-depth must be >= 0");
+       }),
+       "how many levels below each --scan DIR to look");
+}
+
+std::expected<Labels, std::string> build_labels(System& system, const LockArea& area,
+                                                const LabelOptions& options) {
+  if (options.scan_depth < 0) return std::unexpected(std::string("--scan-depth must be >= 0"));
+  Labels labels;
+  // Lazily: an area with nothing to label never hashes (OpenSSL's start is ~1 ms). The
+  // current directory and every ancestor: Apnea locks its working directory, which is
+  // often the repository root above the operator's shell.
+  if (auto here = system.realpath("."); here && here->starts_with('/')) {
+    std::string folder = *here;
+    while (true) {
+      labels.index.add_repository_lazily(system, folder);
+      if (folder == "/") break;
+      folder = node_dirname(folder);
+    }
+  } else {
+    labels.index.add_repository_lazily(system, ".");
+  }
+  if (!area.home.empty()) {
+    labels.index.add_home_lazily(system, area.home);
+    labels.index.add_repository_lazily(system, area.home);
+  }
+  for (const std::string& root : options.scans) {
+    auto found = find_repositories(system, root, options.scan_depth, [&](const std::string& repo) {
+      labels.index.add_repository_lazily(system, repo);
+    });
+    if (!found)
+      return std::unexpected(fmt::format("--scan '{}': {}", printable(root), errno_text(found.error())));
+  }
+  for (const std::string& root : options.repos) {
+    if (auto typed = typed_directory(system, "--repo", root); !typed)
+      return std::unexpected(typed.error());
+    auto name = labels.index.add_repository(system, root);
+    if (!name)
+      return std::unexpected(fmt::format("--repo '{}': {}", printable(root), errno_text(name.error())));
+    labels.repo_locks.insert(*name);
+  }
+  return labels;
+}
+
+void add_timing_options(po::options_description& options, TimingOptions& timing,
+                        const char* guard_help) {
+  const std::string tolerance_help =
+      "a process started this much after its owner record was written is a reused pid" +
+      duration_help(tolerance_range);
+  const std::string guard_age_help =
+      std::string(guard_help != nullptr
+                      ? guard_help
+                      : "reclaim guards (and unreadable candidates/tombstones) older than this "
+                        "are left over") +
+      duration_help(guard_age_range);
+  options.add_options()
+      ("tolerance",
+       duration_value("--tolerance", tolerance_range, timing.tolerance_ns)->default_value("2s"),
+       tolerance_help.c_str())
+      ("guard-age",
+       duration_value("--guard-age", guard_age_range, timing.guard_age_ns)->default_value("5m"),
+       guard_age_help.c_str())
+      ("jobs",
+       po::value<std::string>()->value_name("N")->notifier([&timing](const std::string& text) {
+         unsigned jobs = 0;
+         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), jobs);
+         if (error != std::errc() || end != text.data() + text.size() || jobs < 1 || jobs > max_jobs)
+           throw po::error(fmt::format("--jobs '{}': must be a whole number from 1 to {}",
+                                       printable(text), max_jobs));
+         timing.jobs = jobs;
+       }),
+       "gather the entries with N threads (1 to 64; default: one per CPU)");
+}
+
+unsigned default_jobs() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int count = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+  if (count <= 0) count = static_cast<int>(std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::clamp(count, 1, static_cast<int>(max_jobs)));
+}
+
+std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
+                                                          const TimingOptions& timing, bool force) {
+  SurveySettings settings = survey_settings(system, area.directory, timing.tolerance_ns,
+                                            timing.guard_age_ns, force);
+  if (area.explicit_directory) {
+    settings.fix.lock_dir = area.directory;
+  }
+  if (timing.guard_age_ns != default_guard_age_ns)
+    settings.fix.guard_age = duration_text(timing.guard_age_ns);
+  if (timing.tolerance_ns != default_tolerance_ns)
+    settings.fix.tolerance = duration_text(timing.tolerance_ns);
+  settings.jobs = timing.jobs != 0 ? timing.jobs : default_jobs();
+  return settings;
+}
+
+SysResult<std::size_t> judge_area(System& system, const std::string& area,
+                                  const SurveySettings& settings, const LabelIndex& labels,
+                                  const std::set<std::string>& expected_locks,
+                                  const std::function<void(const EntryView&)>& visit) {
+  return survey_area(system, area, settings, labels, expected_locks, [&](const JudgedEntry& entry) {
+    visit(EntryView{entry.facts, entry.verdict, entry.label, &entry.decision});
+  });
+}
+
+void judge_absent_locks(const std::string& area, const SurveySettings& settings,
+                        const LabelIndex& labels, const std::set<std::string>& names,
+                        const std::function<void(const EntryView&)>& visit) {
+  for (const std::string& name : names) {
+    EntryFacts facts;
+    facts.name = name;
+    facts.path = entry_path(area, name);
+    facts.parsed = parse_entry_name(name);
+    const EntryLabel* label = labels.find(facts.parsed.lock_name());
+    auto [verdict, decision] = judge_entry(facts, settings, label);
+    visit(EntryView{facts, verdict, label, &decision});
+  }
+}
+
+}  // namespace apnea_locks::cli

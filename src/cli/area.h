@@ -1,0 +1,137 @@
+// Which lock area a command reads and how it judges it: --lock-dir and --user, the labels
+// (the current directory, its ancestors, the home, --repo and --scan), the timing options,
+// and one judging pass through the survey. No protocol I/O of its own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apnea_locks/labels.h"
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/survey.h"
+#include "apnea_locks/system.h"
+#include "cli/fields.h"
+#include "cli/options.h"
+
+namespace apnea_locks::cli {
+
+/// Options shared by commands that read the lock area.
+struct AreaOptions {
+  std::string lock_dir;  ///< --lock-dir; empty for Apnea's default
+  std::string user;      ///< --user NAME (root only); empty for this account
+};
+
+/// Adds `--lock-dir DIR` and `--user NAME` to `options`.
+void add_area_options(po::options_description& options, AreaOptions& area);
+
+/// The lock directory a command looks at.
+struct LockArea {
+  std::string directory;
+  bool explicit_directory = false;  ///< given by --lock-dir (then only it is checked)
+  /// An explicit directory that is still Apnea's own area of an account (--user): it may
+  /// be absent. Any other explicit directory must exist.
+  bool may_be_absent = false;
+  /// The home whose global setup lock is labelled: the --user account's, else this
+  /// process's (node_homedir); empty when unknown.
+  std::string home;
+};
+
+/// Why a command cannot go on: one line for standard error and the exit status.
+struct CommandFailure {
+  int exit_status;
+  std::string message;
+};
+
+/// The lock area for `options`. With --user NAME (root only, else a usage error): NAME's
+/// account is looked up (unknown: a usage error), this process becomes NAME for good
+/// (System::become; failing: exit_unsafe), and the area is NAME's own unless --lock-dir.
+/// Then --lock-dir, else default_lock_directory.
+std::expected<LockArea, CommandFailure> open_lock_area(System& system, const AreaOptions& options);
+
+/// Checks the area without changing it (check_area; the parent too for the default area).
+/// Explicit paths are promises: a --lock-dir that does not exist, or is not a directory (a
+/// symlink stays `symlink`), is `unreadable` (ENOENT, ENOTDIR), never an empty area; only
+/// Apnea's own area may be `missing` ("no lock taken yet").
+AreaCheck check_lock_area(System& system, const LockArea& area);
+
+/// Checks a --repo or --home PATH the user typed: it must resolve (realpath) to a
+/// directory. Otherwise one line naming the option and the (escaped) path:
+/// "--repo '/x': ENOENT: no such file or directory", "--home '/x': not a directory".
+std::expected<void, std::string> typed_directory(System& system, std::string_view option,
+                                                 const std::string& path);
+
+/// The options that say which repositories are known by name.
+struct LabelOptions {
+  std::vector<std::string> repos;  ///< --repo: labelled and, for status/check, a filter
+  std::vector<std::string> scans;  ///< --scan: folders whose .apnea/ repositories are labelled
+  int scan_depth = 4;
+};
+
+/// Adds `--repo PATH`, `--scan DIR` and `--scan-depth N` to `options`; `repo_help` says
+/// what --repo does for the command.
+void add_label_options(po::options_description& options, LabelOptions& labels,
+                       const char* repo_help);
+
+/// The labels of a pass, and the lock names --repo asked for.
+struct Labels {
+  LabelIndex index;
+  std::set<std::string> repo_locks;  ///< entry names of the --repo locks; empty: no filter
+};
+
+/// Labels, without hashing until a lock needs its name: the current directory and each of
+/// its ancestors, the home (`area.home`) as a repository and its global setup lock, every
+/// repository under each --scan, and each --repo. Fails with a message naming the option
+/// and the path that does not resolve to a directory (a path the user typed: callers exit
+/// exit_bad_path, check UNKNOWN).
+std::expected<Labels, std::string> build_labels(System& system, const LockArea& area,
+                                                const LabelOptions& options);
+
+/// The timing options of a judging command, range-checked when the command line is parsed.
+struct TimingOptions {
+  std::int64_t tolerance_ns = default_tolerance_ns;
+  std::int64_t guard_age_ns = default_guard_age_ns;
+  unsigned jobs = 0;  ///< --jobs: threads gathering entries; 0 = one per CPU we may run on
+};
+
+/// The most --jobs accepted.
+inline constexpr unsigned max_jobs = 64;
+
+/// The default --jobs: the number of CPUs this process may run on (1..max_jobs).
+unsigned default_jobs();
+
+/// Adds `--tolerance DURATION` (default 2s, 1s..1d), `--guard-age DURATION` (default 5m,
+/// 1m..30d) and `--jobs N` (1..max_jobs, default the CPU count) to `options`; `guard_help` (null: the status wording) says what --guard-age does
+/// for the command.
+void add_timing_options(po::options_description& options, TimingOptions& timing,
+                        const char* guard_help = nullptr);
+
+/// The survey settings for a pass over `area` now (host facts read once), deciding for
+/// `reclaim` with `force`. (The timing options were checked when they were parsed: this does
+/// not fail today.)
+std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
+                                                          const TimingOptions& timing,
+                                                          bool force = false);
+
+/// Lists `area` with the survey and calls `visit` with each entry judged (with its label);
+/// then, for each name of `expected_locks` that was not listed, with that lock judged as
+/// absent (`free`). Returns the number of entries listed, or the listing error (then no
+/// absent lock is visited).
+SysResult<std::size_t> judge_area(System& system, const std::string& area,
+                                  const SurveySettings& settings, const LabelIndex& labels,
+                                  const std::set<std::string>& expected_locks,
+                                  const std::function<void(const EntryView&)>& visit);
+
+/// Calls `visit` with each lock of `names` (entry names in `area`) judged as absent
+/// (`free`), as when the area does not exist yet.
+void judge_absent_locks(const std::string& area, const SurveySettings& settings,
+                        const LabelIndex& labels, const std::set<std::string>& names,
+                        const std::function<void(const EntryView&)>& visit);
+
+}  // namespace apnea_locks::cli

@@ -1,0 +1,262 @@
+#include "cli/json_writer.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+
+#include "apnea_locks/owner.h"
+
+namespace apnea_locks::cli {
+
+namespace {
+
+/// True when `text` can stand between quotes as it is: printable ASCII without `"` or `\`.
+/// Nearly every string status writes (names, paths, tokens, reasons) is like this; status
+/// checks some 800 bytes per entry, so 16 at a time (GCC/Clang vector extensions).
+bool plain_ascii(std::string_view text) {
+  using bytes16 = unsigned char __attribute__((vector_size(16)));
+  auto plain16 = [](const char* at) {
+    bytes16 v;
+    std::memcpy(&v, at, 16);
+    const auto bad = (v < 0x20) | (v >= 0x7f) | (v == '"') | (v == '\\');
+    std::uint64_t halves[2];
+    std::memcpy(halves, &bad, 16);
+    return (halves[0] | halves[1]) == 0;
+  };
+  const std::size_t n = text.size();
+  if (n >= 16) {
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      if (!plain16(text.data() + i)) return false;
+    return i == n || plain16(text.data() + n - 16);  // the rest, overlapping
+  }
+  char padded[16];  // short (most keys): padded with a plain byte, checked the same way
+  std::memset(padded, 'a', sizeof padded);
+  if (n > 0) std::memcpy(padded, text.data(), n);  // (an empty view's data may be null)
+  return plain16(padded);
+}
+
+/// Appends `text` as a JSON string literal to `out` (see json_string).
+void append_json_string(std::string& out, std::string_view text) {
+  out += '"';
+  if (plain_ascii(text)) {
+    out.append(text);
+    out += '"';
+    return;
+  }
+  const std::string valid = utf8_with_replacement(text);
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    const char c = valid[i];
+    const auto byte = static_cast<unsigned char>(c);
+    // C1 controls (U+0080..U+009F, UTF-8 C2 80..C2 9F) as escapes: some terminals obey them.
+    if (byte == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) < 0xA0) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[++i]));
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (byte < 0x20 || byte == 0x7f) out += fmt::format("\\u{:04x}", byte);
+        else out += c;
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+std::string json_safe(std::string_view serialized) {
+  const std::string valid = utf8_with_replacement(serialized);
+  std::string out;
+  out.reserve(valid.size());
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(valid[i]);
+    if (byte == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) < 0xA0)
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[++i]));
+    else if (byte == 0x7f)
+      out += "\\u007f";
+    else
+      out += valid[i];
+  }
+  return out;
+}
+
+std::string json_string(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  append_json_string(out, text);
+  return out;
+}
+
+JsonWriter::JsonWriter(std::FILE* out) : out_(out), buffer_(new char[chunk_size]) {}
+
+JsonWriter::~JsonWriter() { flush_buffer(); }
+
+void JsonWriter::flush_buffer() {
+  if (used_ == 0) return;
+  std::fwrite(buffer_.get(), 1, used_, out_);
+  used_ = 0;
+}
+
+void JsonWriter::put_large(std::string_view text) {
+  flush_buffer();
+  if (text.size() > chunk_size) {
+    std::fwrite(text.data(), 1, text.size(), out_);
+    return;
+  }
+  std::memcpy(buffer_.get(), text.data(), text.size());
+  used_ = text.size();
+}
+
+void JsonWriter::put_string(std::string_view text) {
+  if (!plain_ascii(text)) return put(json_string(text));
+  put('"');
+  put(text);
+  put('"');
+}
+
+void JsonWriter::newline() {
+  const std::size_t indent = 2 * stack_.size();
+  if (chunk_size - used_ < indent + 1) {
+    flush_buffer();
+    if (chunk_size < indent + 1) {  // absurdly deep: a line of its own
+      put('\n');
+      for (std::size_t i = 0; i < indent; ++i) put(' ');
+      return;
+    }
+  }
+  buffer_[used_] = '\n';
+  std::memset(buffer_.get() + used_ + 1, ' ', indent);
+  used_ += indent + 1;
+}
+
+void JsonWriter::before_value() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (stack_.empty()) return;
+  if (!stack_.back().empty) put(',');
+  stack_.back().empty = false;
+  newline();
+}
+
+void JsonWriter::begin_object() {
+  before_value();
+  put('{');
+  stack_.push_back({true, true});
+}
+
+void JsonWriter::end_object() {
+  const bool empty = stack_.back().empty;
+  stack_.pop_back();
+  if (!empty) newline();
+  put('}');
+}
+
+void JsonWriter::begin_array() {
+  before_value();
+  put('[');
+  stack_.push_back({false, true});
+}
+
+void JsonWriter::end_array() {
+  const bool empty = stack_.back().empty;
+  stack_.pop_back();
+  if (!empty) newline();
+  put(']');
+}
+
+JsonWriter& JsonWriter::key(std::string_view name) {
+  // The common case in one go: `,` newline indent `"name": ` (status writes ~35 keys/entry).
+  const std::size_t indent = 2 * stack_.size();
+  const std::size_t size = indent + name.size() + 6;
+  if (after_key_ || stack_.empty() || size > chunk_size || !plain_ascii(name)) {
+    before_value();
+    put_string(name);
+    put(": ");
+    after_key_ = true;
+    return *this;
+  }
+  if (chunk_size - used_ < size) flush_buffer();
+  char* at = buffer_.get() + used_;
+  if (!stack_.back().empty) *at++ = ',';
+  stack_.back().empty = false;
+  *at++ = '\n';
+  std::memset(at, ' ', indent);
+  at += indent;
+  *at++ = '"';
+  if (!name.empty()) std::memcpy(at, name.data(), name.size());
+  at += name.size();
+  *at++ = '"';
+  *at++ = ':';
+  *at++ = ' ';
+  used_ = static_cast<std::size_t>(at - buffer_.get());
+  after_key_ = true;
+  return *this;
+}
+
+void JsonWriter::string(std::string_view text) {
+  before_value();
+  put_string(text);
+}
+
+void JsonWriter::optional_string(const std::optional<std::string>& text) {
+  if (text) string(std::string_view(*text));
+  else null();
+}
+
+void JsonWriter::boolean(bool value) {
+  before_value();
+  put(value ? std::string_view("true") : std::string_view("false"));
+}
+
+void JsonWriter::integer(std::int64_t value) {
+  before_value();
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  put(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+}
+
+void JsonWriter::number_text(std::string_view json_number) {
+  before_value();
+  put(json_number);
+}
+
+void JsonWriter::null() {
+  before_value();
+  put("null");
+}
+
+void JsonWriter::finish() {
+  put('\n');
+  flush_buffer();
+  std::fflush(out_);
+}
+
+void write_schema(JsonWriter& json, std::string_view document) {
+  json.key("schema").begin_object();
+  json.key("name").string(document);
+  json.key("version").integer(json_schema_version);
+  json.end_object();
+}
+
+void write_argv(JsonWriter& json, const std::vector<std::string>& argv) {
+  if (argv.empty()) {
+    json.null();
+    return;
+  }
+  json.begin_array();
+  for (const std::string& word : argv) json.string(word);
+  json.end_array();
+}
+
+}  // namespace apnea_locks::cli

@@ -1,0 +1,104 @@
+// JSON output: a streaming writer and string escaping that always yield valid UTF-8 with
+// nothing a terminal would obey. No system calls; output goes to a FILE*.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace apnea_locks::cli {
+
+/// Serialized JSON (Boost.JSON's) made safe for a terminal: invalid UTF-8 replaced by
+/// U+FFFD, C1 controls and DEL (which only strings can hold) as \u escapes.
+std::string json_safe(std::string_view serialized);
+
+/// `text` as a JSON string literal: quotes, backslashes and control characters escaped,
+/// invalid UTF-8 replaced by U+FFFD (as Node decodes it), so the document is always valid.
+std::string json_string(std::string_view text);
+
+/// Writes one JSON document as it goes, indented by two spaces per level, handing it to
+/// `out` in chunks of 64 KiB (and at finish() or destruction). Calls must nest correctly;
+/// keys only inside objects.
+class JsonWriter {
+ public:
+  /// A writer to `out` (not owned).
+  explicit JsonWriter(std::FILE* out);
+  JsonWriter(const JsonWriter&) = delete;
+  JsonWriter& operator=(const JsonWriter&) = delete;
+  /// Hands what is still buffered to `out`.
+  ~JsonWriter();
+
+  /// Opens an object as the next value.
+  void begin_object();
+  /// Closes the innermost object.
+  void end_object();
+  /// Opens an array as the next value.
+  void begin_array();
+  /// Closes the innermost array.
+  void end_array();
+  /// The next value belongs to member `name`.
+  JsonWriter& key(std::string_view name);
+  /// A string value (see json_string).
+  void string(std::string_view text);
+  /// A string, or null when there is none.
+  void optional_string(const std::optional<std::string>& text);
+  /// true or false.
+  void boolean(bool value);
+  /// An integer value.
+  void integer(std::int64_t value);
+  /// A number already in JSON syntax (e.g. a pid as JavaScript prints it).
+  void number_text(std::string_view json_number);
+  /// null.
+  void null();
+  /// Ends the document with a newline and flushes.
+  void finish();
+
+ private:
+  void before_value();
+  void newline();
+  void flush_buffer();
+  // Appending to the buffer, inline: status calls these a few dozen times per entry.
+  void put(std::string_view text) {
+    if (text.empty()) return;  // its data may be null, which memcpy must not get
+    if (chunk_size - used_ < text.size()) return put_large(text);
+    std::memcpy(buffer_.get() + used_, text.data(), text.size());
+    used_ += text.size();
+  }
+  void put(char c) {
+    if (used_ == chunk_size) flush_buffer();
+    buffer_[used_++] = c;
+  }
+  void put_large(std::string_view text);
+  void put_string(std::string_view text);
+
+  /// The writer hands its text to `out` in chunks of this size.
+  static constexpr std::size_t chunk_size = 64 * 1024;
+
+  struct Level {
+    bool object;
+    bool empty;
+  };
+  std::FILE* out_;
+  std::unique_ptr<char[]> buffer_;  ///< text not yet handed to out_: used_ bytes
+  std::size_t used_ = 0;
+  std::vector<Level> stack_;
+  bool after_key_ = false;
+};
+
+/// The version of every JSON document apnea-locks writes (docs/apnea-locks.schema.json):
+/// raised when a field is removed or changes meaning, not when one is added.
+inline constexpr int json_schema_version = 1;
+
+/// Writes the member `"schema": {"name": document, "version": json_schema_version}` that
+/// starts every JSON document ("status", "inspect", "path", "reclaim", "run-event").
+void write_schema(JsonWriter& json, std::string_view document);
+
+/// Writes `argv` as an array of strings, or null when it is empty (fix_argv).
+void write_argv(JsonWriter& json, const std::vector<std::string>& argv);
+
+}  // namespace apnea_locks::cli

@@ -1,0 +1,46 @@
+// Text for a terminal: the one escaper, display widths and shortening with an ellipsis.
+// Pure: no system calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace apnea_locks::cli {
+
+/// The one escaper for text output (PROTOCOL.md section 10): C0 controls (`\n` and `\t`
+/// included) and DEL as `\xNN`, C1 controls as `\u0080`..`\u009f`, each byte of invalid
+/// UTF-8 as `\xNN`; everything else as is. Every string from disk, /proc or the
+/// environment passes it before it reaches a terminal.
+std::string printable(std::string_view text);
+
+/// Bytes as a C-like literal body: printable ASCII as is, `\\`, `\"`, `\n`, `\t`, `\r`,
+/// and `\xNN` for everything else, so any content is shown losslessly on one line.
+std::string escape_bytes(std::string_view bytes);
+
+/// Terminal columns of valid UTF-8 text (printable's output): 2 for East Asian wide and
+/// emoji code points, 0 for combining marks and zero-width spaces, 1 for the rest.
+std::size_t display_width(std::string_view text);
+
+/// Where shorten() cuts.
+enum class Cut {
+  end,    ///< keep the start: "apnea-locks recl…" (commands, tokens)
+  start,  ///< keep the end: "…/code/web" (paths, where the last part says most)
+};
+
+/// `text` in at most `width` columns: unchanged when it fits, else cut at `cut` with
+/// `ellipsis` ("…" or "...") in place of what was cut. A width below the ellipsis' gives
+/// the ellipsis cut to that width.
+std::string shorten(std::string_view text, std::size_t width, Cut cut = Cut::end,
+                    std::string_view ellipsis = "...");
+
+/// Splits prose into lines of at most `width` columns at spaces (a word longer than the
+/// width gets a line of its own); every line after the first starts with `indent`.
+/// `width` 0: one line.
+std::string wrap(std::string_view text, std::size_t width, std::string_view indent = {});
+
+/// File mode as four octal digits ("0700").
+std::string format_mode(std::uint32_t mode);
+
+}  // namespace apnea_locks::cli

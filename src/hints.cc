@@ -1,0 +1,97 @@
+#include "apnea_locks/hints.h"
+
+#include "apnea_locks/lock_area.h"
+#include "apnea_locks/names.h"
+
+namespace apnea_locks {
+
+namespace {
+
+/// The lock of `canonical` (a realpath) as Apnea names it: the path from names.h, the same
+/// function `apnea-locks path` prints.
+SysResult<LocatedLock> located(System& system, LockKind kind, std::string canonical,
+                               const std::string& lock_directory) {
+  auto path = kind == LockKind::global_setup
+                  ? global_setup_lock_path(system, lock_directory, canonical)
+                  : repository_lock_path(system, lock_directory, canonical);
+  if (!path) return std::unexpected(path.error());
+  LocatedLock lock;
+  lock.kind = kind;
+  lock.name = lock_name(kind, lock_key(kind, canonical));
+  lock.path = std::move(*path);
+  lock.root = std::move(canonical);
+  return lock;
+}
+
+/// True when `folder` holds a `.apnea` directory or a `.git` (directory or worktree file).
+bool marks_repository(System& system, const std::string& folder) {
+  const std::string base = folder == "/" ? std::string() : folder;
+  auto apnea = system.lstat(base + "/.apnea");
+  if (apnea && apnea->type == FileType::directory) return true;
+  auto git = system.lstat(base + "/.git");
+  return git && (git->type == FileType::directory || git->type == FileType::regular);
+}
+
+LockHint hint_from(const LocatedLock& lock, const EntryFacts& facts, const Verdict& verdict,
+                   const Decision& decision) {
+  LockHint hint;
+  hint.lock = lock;
+  hint.present = facts.stat.has_value();
+  hint.state = verdict.state;
+  hint.reason = verdict.reason;
+  if (facts.owner && facts.owner->owner) hint.pid = facts.owner->owner->pid;
+  hint.needs_attention = verdict.needs_attention;
+  hint.fix_argv = verdict.fix_argv;
+  hint.fix = verdict.fix;
+  hint.why = decision.why;
+  hint.next_step = decision.next_step;
+  return hint;
+}
+
+}  // namespace
+
+std::optional<LocatedLock> enclosing_repository(System& system, const std::string& lock_directory,
+                                                const std::string& directory) {
+  auto canonical = system.realpath(directory);
+  if (!canonical || canonical->empty() || canonical->front() != '/') return std::nullopt;
+  std::string folder = *canonical;
+  while (true) {
+    if (marks_repository(system, folder)) {
+      auto lock = located(system, LockKind::repository, folder, lock_directory);
+      if (!lock) return std::nullopt;
+      return std::move(*lock);
+    }
+    if (folder == "/") return std::nullopt;
+    folder = node_dirname(folder);
+  }
+}
+
+SysResult<LocatedLock> global_setup_lock(System& system, const std::string& lock_directory,
+                                         const std::string& home) {
+  auto canonical = system.realpath(home);
+  if (!canonical) return std::unexpected(canonical.error());
+  return located(system, LockKind::global_setup, std::move(*canonical), lock_directory);
+}
+
+std::optional<GlobalSetupHint> global_setup_hint(const LocatedLock& lock, const JudgedEntry& entry) {
+  if (entry.facts.name != lock.name) return std::nullopt;
+  return hint_from(lock, entry.facts, entry.verdict, entry.decision);
+}
+
+LockHint lock_hint(System& system, const std::string& lock_directory, const LocatedLock& lock,
+                   const SurveySettings& given) {
+  SurveySettings settings = given;
+  const EntryFacts facts = survey_entry(system, lock_directory, lock.name, settings);
+  // An old guard is judged against the paused processes, as survey_area reads them.
+  if (facts.guard) settings.judge.paused = system.paused_processes();
+  const EntryLabel label{lock.kind, lock.root};
+  const auto judged = judge_entry(facts, settings, &label);
+  return hint_from(lock, facts, judged.first, judged.second);
+}
+
+GlobalSetupHint global_setup_hint(System& system, const std::string& lock_directory,
+                                  const LocatedLock& lock, const SurveySettings& settings) {
+  return lock_hint(system, lock_directory, lock, settings);
+}
+
+}  // namespace apnea_locks

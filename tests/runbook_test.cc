@@ -1,0 +1,357 @@
+// docs/runbook.md followed literally: each incident the runbook describes is staged with
+// Apnea's own lock code (the reference, APNEA_REFERENCE = apnea-peer), Apnea's message is
+// taken from it, the commands of the runbook's marked code blocks run word for word (only
+// LOCKPATH is replaced, by the path in that message) through /bin/sh with the built
+// apnea-locks first in PATH, and Apnea must acquire afterwards. For the live Apnea, its lock
+// must survive every command. Skipped, loudly, without APNEA_REFERENCE.
+//
+// A block is marked by an HTML comment on the line before its ```sh fence:
+//   <!-- runbook-test: INCIDENT [INCIDENT...] [after=Ns] -->
+// `after=Ns`: the runbook says to wait until the entry is that old; the test waits (the
+// time is the policy's threshold, not a synchronisation) and runs the block then.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "area_builder.h"
+#include "process_util.h"
+#include "run_test_util.h"
+#include "staged_system.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::testing;
+namespace json = boost::json;
+
+namespace {
+
+/// One marked code block of the runbook.
+struct Block {
+  std::set<std::string> incidents;
+  int after_s = 0;             ///< wait until the incident is this old before running it
+  std::vector<std::string> commands;
+  int line = 0;                ///< of the marker, for messages
+};
+
+/// The marked blocks of docs/runbook.md, in document order.
+std::vector<Block> runbook_blocks() {
+  const std::string path = test_env("APNEA_LOCKS_SOURCE") + "/docs/runbook.md";
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, "cannot read " << path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::string open = "<!-- runbook-test:";
+  std::vector<Block> blocks;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (!lines[i].starts_with(open)) continue;
+    Block block;
+    block.line = static_cast<int>(i + 1);
+    const auto close = lines[i].find("-->");
+    REQUIRE_MESSAGE(close != std::string::npos, "runbook.md:" << block.line << ": unterminated marker");
+    std::istringstream words(lines[i].substr(open.size(), close - open.size()));
+    for (std::string word; words >> word;) {
+      if (word.starts_with("after=")) {
+        REQUIRE_MESSAGE(word.ends_with("s"), "runbook.md:" << block.line << ": after=Ns");
+        block.after_s = std::stoi(word.substr(6, word.size() - 7));
+      } else {
+        block.incidents.insert(word);
+      }
+    }
+    REQUIRE_MESSAGE(i + 1 < lines.size(), "runbook.md:" << block.line);
+    REQUIRE_MESSAGE(lines[i + 1] == "```sh", "runbook.md:" << block.line << ": the marker must precede a ```sh block");
+    std::size_t j = i + 2;
+    for (; j < lines.size() && lines[j] != "```"; ++j)
+      if (!lines[j].empty() && !lines[j].starts_with("#")) block.commands.push_back(lines[j]);
+    REQUIRE_MESSAGE(j < lines.size(), "runbook.md:" << block.line << ": unterminated block");
+    REQUIRE_MESSAGE(!block.commands.empty(), "runbook.md:" << block.line << ": empty block");
+    blocks.push_back(block);
+    i = j;
+  }
+  return blocks;
+}
+
+std::string peer() { return test_env("APNEA_REFERENCE"); }
+
+/// Where apnea-peer keeps its npm packages: the test's own cache, not each scratch home's.
+std::string peer_cache() {
+  if (const char* cache = std::getenv("APNEA_PEER_CACHE"); cache != nullptr && *cache != '\0') return cache;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+    return std::string(xdg) + "/apnea-peer";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/nonexistent") + "/.cache/apnea-peer";
+}
+
+/// The first use of apnea-peer may install its npm dependencies.
+constexpr auto peer_timeout = 600s;
+
+/// The last JSON object a command printed on stdout.
+json::object last_json(const std::string& out) {
+  std::istringstream lines(out);
+  std::string last;
+  for (std::string line; std::getline(lines, line);)
+    if (line.starts_with("{")) last = line;
+  REQUIRE_MESSAGE(!last.empty(), out);
+  return json::parse(last).as_object();
+}
+
+std::string text(const json::value& value) {
+  return value.is_string() ? std::string(value.as_string()) : json::serialize(value);
+}
+
+/// A directory holding `apnea-locks` (the build under test), to put first in PATH.
+class BinDir {
+ public:
+  BinDir() {
+    const std::string link = dir_.path() + "/apnea-locks";
+    REQUIRE(::symlink(test_env("APNEA_LOCKS_BIN").c_str(), link.c_str()) == 0);
+  }
+  std::string path() const { return dir_.path(); }
+
+ private:
+  TempDir dir_;
+};
+
+/// One incident: its own temp dir (TMPDIR: the lock area is Apnea's default there), home and
+/// repository, and what Apnea said.
+struct Incident {
+  std::string name;
+  Scratch scratch;
+  std::map<std::string, std::string> env;
+  std::string cwd;           ///< where the runbook's commands run
+  std::string kind = "repo"; ///< apnea-peer's lock kind
+  std::string target;        ///< the repository root or the home
+  std::string lock;          ///< LOCKPATH: the path in Apnea's message
+  json::object refusal;      ///< Apnea's error
+  std::optional<SpawnedProcess> holder;  ///< a live Apnea holding the lock
+  std::chrono::steady_clock::time_point staged;
+  std::string transcript;    ///< every command with its output, for messages
+
+  Incident(std::string incident, const BinDir& bin) : name(std::move(incident)) {
+    env = {{"TMPDIR", scratch.root},
+           {"HOME", scratch.home},
+           {"APNEA_PEER_CACHE", peer_cache()},
+           {"PATH", bin.path() + ":" + (std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")}};
+    cwd = scratch.repo;
+    target = scratch.repo;
+  }
+
+  Finished apnea(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{peer()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return finish(argv, env, peer_timeout);
+  }
+
+  /// Apnea holds the lock in a live process (hold: until its stdin ends).
+  void hold() {
+    holder.emplace(std::vector<std::string>{peer(), "hold", kind, target}, env);
+    const auto acquired = holder->read_line_containing(SpawnedProcess::Stream::out, "\"acquired\"", peer_timeout);
+    REQUIRE_MESSAGE(acquired, name << ": apnea-peer hold did not acquire: " << holder->err());
+  }
+
+  /// An Apnea that held the lock was killed: its lock stays with a dead owner.
+  void crash() {
+    hold();
+    holder->signal(SIGKILL);
+    REQUIRE(holder->wait(30s) == 128 + SIGKILL);
+    holder.reset();
+  }
+
+  /// Apnea runs and is refused with `reason`; its message's lock path becomes LOCKPATH.
+  void refused(const std::string& reason) {
+    Finished run = apnea({"acquire", kind, target});
+    CAPTURE(run.out);
+    CAPTURE(run.err);
+    REQUIRE(run.status == 3);
+    refusal = last_json(run.out);
+    REQUIRE(text(refusal.at("reason")) == reason);
+    lock = text(refusal.at("lock_path"));
+    // The message names it (or its guard) as the operator will copy it.
+    REQUIRE(text(refusal.at("message")).find(lock) != std::string::npos);
+    staged = std::chrono::steady_clock::now();
+  }
+
+  /// Runs one block's commands literally, LOCKPATH replaced; each must exit 0 or 1.
+  void run(const Block& block) {
+    if (block.after_s > 0) {
+      const auto ready = staged + std::chrono::seconds(block.after_s + 2);
+      std::this_thread::sleep_until(ready);  // the runbook's "wait until it is N s old"
+    }
+    for (const std::string& command : block.commands) {
+      std::string line = command;
+      for (auto at = line.find("LOCKPATH"); at != std::string::npos; at = line.find("LOCKPATH", at)) {
+        const std::string quoted = shell_quote(lock);
+        line.replace(at, 8, quoted);
+        at += quoted.size();
+      }
+      Finished done = finish({"sh", "-c", "cd " + shell_quote(cwd) + " && " + line}, env);
+      transcript += fmt::format("$ {}\n[exit {}]\n{}{}", command, done.status.value_or(-1), done.out, done.err);
+      CAPTURE(transcript);
+      CHECK_MESSAGE((done.status == 0 || done.status == 1),
+                    name << ": runbook.md:" << block.line << ": '" << command << "' exited "
+                         << done.status.value_or(-1));
+    }
+  }
+
+  void run_blocks(const std::vector<Block>& blocks, bool delayed) {
+    for (const Block& block : blocks)
+      if (block.incidents.count(name) != 0 && (block.after_s > 0) == delayed) run(block);
+  }
+
+  /// Apnea (the reference) takes the lock now.
+  void apnea_acquires() {
+    Finished run = apnea({"acquire", kind, target});
+    CAPTURE(transcript);
+    CAPTURE(run.out);
+    CHECK_MESSAGE(run.status == 0, name << ": Apnea is still refused after the runbook");
+    CHECK(run.out.find("\"event\":\"acquired\"") != std::string::npos);
+  }
+
+  /// An apnea-locks command in this incident's environment.
+  Finished locks(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{test_env("APNEA_LOCKS_BIN")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return finish(argv, env);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the runbook's blocks are marked for the seven incidents") {
+  const auto blocks = runbook_blocks();
+  std::set<std::string> seen;
+  for (const Block& block : blocks) {
+    seen.insert(block.incidents.begin(), block.incidents.end());
+    for (const std::string& command : block.commands) {
+      CAPTURE(command);
+      // Only apnea-locks and the two hand steps of section 4a; never a hand removal.
+      CHECK((command.starts_with("apnea-locks ") || command.starts_with("stat ") ||
+             command.starts_with("chmod ")));
+      CHECK(command.find("rm ") == std::string::npos);
+    }
+  }
+  CHECK(seen == std::set<std::string>{"dead-lock", "global-lock", "live-malformed", "empty-owner",
+                                      "live-apnea", "guard", "subdirectory"});
+}
+
+TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
+  const auto blocks = runbook_blocks();
+  BinDir bin;
+
+  // The two incidents whose fix waits for a minute are staged first, so the others run
+  // meanwhile.
+  Incident empty("empty-owner", bin);
+  empty.crash();
+  {  // power loss: the record is empty
+    Incident& i = empty;
+    const std::string lock =
+        last_json(i.apnea({"path", "repo", i.target}).out).at("lock_path").as_string().c_str();
+    const int fd = ::open((lock + "/owner.json").c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+  }
+  empty.refused("malformed");
+  empty.run_blocks(blocks, false);
+  CHECK(exists(empty.lock));  // not yet: it names no pid and is younger than a minute
+
+  Incident guard("guard", bin);
+  guard.crash();
+  {
+    const std::string lock =
+        last_json(guard.apnea({"path", "repo", guard.target}).out).at("lock_path").as_string().c_str();
+    age_path(lock, 120);  // past Apnea's grace: Apnea tries to reclaim it and meets the guard
+    make_dir(lock + ".reclaim");  // left by a reclaimer that crashed a moment ago
+  }
+  guard.refused("stale");
+  CHECK(text(guard.refusal.at("message")).find("reclamation is guarded at " + guard.lock + ".reclaim") != std::string::npos);
+  // A guard that blocks Apnea is never OK: status exits 1, check is CRITICAL.
+  CHECK(guard.locks({"status"}).status == 1);
+  Finished check = guard.locks({"check"});
+  CHECK(check.status == 2);
+  CHECK(check.out.find("APNEA-LOCKS CRITICAL - 1 reclaim guard blocking Apnea") == 0);
+  guard.run_blocks(blocks, false);
+  CHECK(exists(guard.lock + ".reclaim"));  // too young to remove yet
+
+  {  // A crashed Apnea's lock, inside the 60 s grace.
+    Incident i("dead-lock", bin);
+    i.crash();
+    i.refused("stale");
+    i.run_blocks(blocks, false);
+    i.apnea_acquires();
+  }
+  {  // The global setup lock of a crashed Apnea.
+    Incident i("global-lock", bin);
+    i.kind = "global";
+    i.target = i.scratch.home;
+    i.crash();
+    i.refused("stale");
+    i.run_blocks(blocks, false);
+    i.apnea_acquires();
+  }
+  {  // From a subdirectory of the repository whose lock Apnea is blocked on.
+    Incident i("subdirectory", bin);
+    make_dir(i.scratch.repo + "/.git");
+    make_dir(i.scratch.repo + "/src");
+    i.cwd = i.scratch.repo + "/src";
+    i.crash();
+    i.refused("stale");
+    // Without the message, reclaim from there names the lock Apnea is blocked on.
+    Finished hint = finish({"sh", "-c", "cd " + shell_quote(i.cwd) + " && apnea-locks reclaim --dry-run"}, i.env);
+    CHECK(hint.status == 1);
+    CHECK(hint.out.find(i.lock + " of " + i.scratch.repo + " is stale (pid-dead)") != std::string::npos);
+    i.run_blocks(blocks, false);
+    i.apnea_acquires();
+  }
+  {  // A live Apnea: nothing the runbook says may remove its lock.
+    Incident i("live-apnea", bin);
+    i.hold();
+    i.refused("live");
+    const std::string before = read_bytes(i.lock + "/owner.json");
+    i.run_blocks(blocks, false);
+    CHECK(read_bytes(i.lock + "/owner.json") == before);
+    CHECK(i.holder->wait(0ms) == std::nullopt);  // still running, still holding
+    i.holder->close_stdin();
+    CHECK(i.holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s));
+    CHECK(i.holder->wait(60s) == 0);
+    i.apnea_acquires();
+  }
+  {  // owner.json 0644 under a live Apnea: the mode is repaired by hand, nothing removed.
+    Incident i("live-malformed", bin);
+    i.hold();
+    const std::string lock =
+        last_json(i.apnea({"path", "repo", i.target}).out).at("lock_path").as_string().c_str();
+    REQUIRE(::chmod((lock + "/owner.json").c_str(), 0644) == 0);
+    i.refused("malformed");
+    const std::string before = read_bytes(i.lock + "/owner.json");
+    i.run_blocks(blocks, false);
+    CHECK(read_bytes(i.lock + "/owner.json") == before);
+    Finished classify = i.apnea({"classify", i.lock});
+    CHECK(text(last_json(classify.out).at("verdict")) == "live");  // Apnea sees its owner again
+    // The holder can release its own lock again (a 0644 record would have kept it forever).
+    i.holder->close_stdin();
+    const auto released = i.holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s);
+    REQUIRE(released);
+    CHECK(json::parse(*released).at("exists_after") == false);
+    CHECK(i.holder->wait(60s) == 0);
+    i.apnea_acquires();
+  }
+
+  // A minute after the first two were staged: the runbook's waits are over.
+  empty.run_blocks(blocks, true);
+  empty.apnea_acquires();
+  guard.run_blocks(blocks, true);
+  CHECK_FALSE(exists(guard.lock + ".reclaim"));
+  guard.apnea_acquires();
+}
