@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/types.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -647,6 +648,15 @@ class RealSystem final : public System {
       return std::nullopt;
     return Account{entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir};
   }
+  void log_audit(const std::string& line) override {
+    static const bool opened = [] {
+      ::openlog("apnea-locks", LOG_PID, LOG_AUTHPRIV);
+      return true;
+    }();
+    (void)opened;
+    ::syslog(LOG_AUTHPRIV | LOG_NOTICE, "%s", line.c_str());
+  }
+
 
   SysResult<void> become(const Account& account) override {
     if (::setgroups(0, nullptr) != 0) return fail_errno();

@@ -86,6 +86,9 @@ struct AcquireOptions {
   std::optional<std::int64_t> deadline_ns;
   /// Called with the `live` error each time acquire is about to wait.
   std::function<void(const LockError&)> on_wait;
+  /// Record each takeover (a dead owner's lock reclaimed after the grace) in the system log
+  /// (audit.h): `apnea-locks run` does; Apnea itself and the tests' stress helpers do not.
+  bool audit_takeover = false;
 };
 
 /// Apnea's behaviour for the kind: repository locks reclaim after the grace and fail on a

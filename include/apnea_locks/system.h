@@ -191,6 +191,12 @@ class System {
   /// isatty(3) of a descriptor of this process (0, 1, 2).
   virtual bool is_terminal(int fd) = 0;
 
+  // The system log.
+  /// One audit line (audit.h) to syslog(3): ident "apnea-locks" with the pid, facility
+  /// LOG_AUTHPRIV, level LOG_NOTICE. The line is printable ASCII already. Never fails: with
+  /// no syslog daemon (no /dev/log) the line is lost, as syslog(3) loses it.
+  virtual void log_audit(const std::string& line) = 0;
+
   // Accounts (reclaim --user).
   /// The passwd entry named `name`.
   virtual std::optional<Account> lookup_account(const std::string& name) = 0;
