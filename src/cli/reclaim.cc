@@ -262,6 +262,7 @@ int reclaim_command(const std::vector<std::string>& args) {
     return usage_error("--all names every entry: give no other target");
 
   System& system = real_system();
+  const std::uint32_t invoking_uid = system.uid();  // the audit record's acting uid, before --user
   AreaOptions area_options = o.area;
   if (!o.user.empty()) {
     if (system.uid() != 0) return usage_error("--user needs root");
@@ -336,6 +337,8 @@ int reclaim_command(const std::vector<std::string>& args) {
   RepairPolicy policy;
   policy.settings = *settings;
   policy.keep_tombstone = o.keep_tombstone;
+  policy.acting_uid = invoking_uid;
+  policy.acted_for = o.user;
 
   std::vector<Target> targets;
   auto consider = [&](const JudgedEntry& entry) {
