@@ -218,6 +218,9 @@ TEST_CASE("meson install --destdir installs the binary, library, headers, pkg-co
     REQUIRE_MESSAGE(flags.status == 0, flags.out);
     std::string line = flags.out;
     while (!line.empty() && line.back() == '\n') line.pop_back();
+    // A sanitized build installs a sanitized library: its users link the runtime too.
+    if (const std::string sanitize = test_env("APNEA_LOCKS_SANITIZE"); !sanitize.empty() && sanitize != "none")
+      line += " -fsanitize=" + sanitize;
     CommandResult built = run_command(
         {"sh", "-c", "c++ \"$1\" -o \"$2\" $3 2>&1", "sh", work / "use.cc", work / "use", line});
     REQUIRE_MESSAGE(built.status == 0, line, "\n", built.out);
