@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "apnea_locks/audit.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/probe.h"
 
@@ -193,6 +194,21 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
       auto reclaimed = reclaim_guarded(system, lock, target.resource, expect);
       if (!reclaimed) return failure(reclaimed.error());
       if (reclaimed->removed && options.on_reclaimed) options.on_reclaimed(existing, lock);
+      if (options.audit_takeover && !reclaimed->tombstone.empty()) {
+        AuditEvent event;
+        event.action = "takeover";
+        event.role = "lock";
+        event.path = lock;
+        event.tombstone = reclaimed->tombstone;
+        event.kept = !reclaimed->removed || !reclaimed->changed.empty();
+        event.owner_bytes = read.bytes;
+        event.proof = fmt::format(
+            "Apnea's rule: owner pid {} is not live (kill: ESRCH) and the lock is older than the "
+            "{} s grace",
+            pid_text(existing.pid), options.reclaim_grace->count() / 1000);
+        event.for_uid = read.lock_stat ? read.lock_stat->uid : uid;
+        audit(system, std::move(event));
+      }
       continue;
     }
     return failure(operation_locked(

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "apnea_locks/audit.h"
 #include "apnea_locks/lock.h"
 #include "apnea_locks/lock_area.h"
 
@@ -88,8 +89,10 @@ std::string_view outcome_name(RepairOutcome outcome) {
   return "failed";
 }
 
-RepairResult execute_repair(System& system, const EntryFacts& facts, const Decision& decision,
-                            const RepairPolicy& policy) {
+namespace {
+
+RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& decision,
+                       const RepairPolicy& policy) {
   if (decision.action == PlanAction::keep) return result(RepairOutcome::skipped, decision.why);
   if (decision.action == PlanAction::refuse) return result(RepairOutcome::refused, decision.why);
   if (!facts.stat) return result(RepairOutcome::changed, "it is already gone");
@@ -141,6 +144,30 @@ RepairResult execute_repair(System& system, const EntryFacts& facts, const Decis
     case RemovalKind::none: break;
   }
   return result(RepairOutcome::failed, "no removal to carry out");
+}
+
+}  // namespace
+
+RepairResult execute_repair(System& system, const EntryFacts& facts, const Decision& decision,
+                            const RepairPolicy& policy) {
+  RepairResult done = carry_out(system, facts, decision, policy);
+  // The audit trail: what was removed (or renamed away from the lock path), once it was.
+  if (done.outcome == RepairOutcome::removed || !done.tombstone.empty()) {
+    AuditEvent event;
+    event.action = "reclaim";
+    event.role = role_name(facts.parsed.role);
+    event.path = facts.path;
+    event.tombstone = done.tombstone;
+    event.kept = !done.tombstone.empty() && (policy.keep_tombstone || done.outcome != RepairOutcome::removed);
+    if (facts.owner) event.owner_bytes = facts.owner->bytes;
+    event.proof = decision.why;
+    for (const std::string& trust : decision.trusts)
+      event.trusts.append(event.trusts.empty() ? "" : "; ").append(trust);
+    event.for_uid = facts.stat ? facts.stat->uid : system.uid();
+    event.for_user = policy.acted_for;
+    audit(system, std::move(event), policy.acting_uid);
+  }
+  return done;
 }
 
 }  // namespace apnea_locks

@@ -1,10 +1,12 @@
 // What ships besides the binary: the man page renders without warnings and names every
 // command and option, the bash completion loads and knows every command and option, and
-// `meson install --destdir` installs all of it with the library, headers and pkg-config file.
+// `meson install --destdir` installs all of it with the library, headers, docs and a
+// pkg-config file a program can be built from; debian/changelog names the same release.
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -137,11 +139,16 @@ TEST_CASE("the bash completion loads and completes every command and option") {
   CHECK(complete("apnea-locks chec") == std::set<std::string>{"check"});
 }
 
-TEST_CASE("meson install --destdir installs the binary, library, headers, pkg-config, man page, completion") {
+/// The release meson.build names: its version and date.
+std::string release_version() { return test_env("APNEA_LOCKS_VERSION"); }
+std::string release_date() { return test_env("APNEA_LOCKS_RELEASE_DATE"); }
+
+TEST_CASE("meson install --destdir installs the binary, library, headers, pkg-config, man page, completion, docs") {
   const std::string build = test_env("APNEA_LOCKS_BUILD_DIR");
   const std::string meson = test_env("APNEA_LOCKS_MESON");
   REQUIRE_MESSAGE(!build.empty(), "APNEA_LOCKS_BUILD_DIR is set by tests/meson.build");
   REQUIRE_MESSAGE(!meson.empty(), "APNEA_LOCKS_MESON is set by tests/meson.build");
+  REQUIRE_MESSAGE(!release_date().empty(), "APNEA_LOCKS_RELEASE_DATE is set by tests/meson.build");
   TempDir dest;
   CommandResult installed = run_command({meson, "install", "-C", build, "--destdir", dest.path(),
                                          "--no-rebuild", "--quiet"}, "exec 2>&1; ");
@@ -162,20 +169,121 @@ TEST_CASE("meson install --destdir installs the binary, library, headers, pkg-co
   REQUIRE_MESSAGE(!binary.empty(), listing);
   CommandResult version = run_command({binary, "--version"});
   CHECK(version.status == 0);
-  CHECK(version.out.starts_with("apnea-locks "));
+  CHECK(version.out == "apnea-locks " + release_version() + "\n");
 
   CHECK_MESSAGE(!find("/libapnea_locks.a").empty(), listing);
-  const std::string pc = find("/pkgconfig/apnea_locks.pc");
-  REQUIRE_MESSAGE(!pc.empty(), listing);
-  CHECK(read_all(pc).find("Libs: -L${libdir} -lapnea_locks") != std::string::npos);
   for (const auto& header : fs::directory_iterator(source("include/apnea_locks")))
     CHECK_MESSAGE(!find("/include/apnea_locks/" + header.path().filename().string()).empty(),
                   header.path().filename().string(), "\n", listing);
 
-  const std::string man = find("/man/man1/apnea-locks.1");
-  REQUIRE_MESSAGE(!man.empty(), listing);
-  CHECK(read_all(man) == read_all(source("docs/apnea-locks.1")));
-  const std::string completion = find("/bash-completion/completions/apnea-locks");
-  REQUIRE_MESSAGE(!completion.empty(), listing);
-  CHECK(read_all(completion) == read_all(source("docs/completion/apnea-locks.bash")));
+  SUBCASE("the pkg-config file: private dependencies by name, no absolute library path, C++23") {
+    const std::string pc = find("/pkgconfig/apnea_locks.pc");
+    REQUIRE_MESSAGE(!pc.empty(), listing);
+    const std::string text = read_all(pc);
+    std::map<std::string, std::string> fields;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      if (auto colon = line.find(": "); colon != std::string::npos && line.find('=') > colon)
+        fields[line.substr(0, colon)] = line.substr(colon + 2);
+    CHECK(fields["Libs"] == "-L${libdir} -lapnea_locks");
+    CHECK(fields["Requires.private"].find("libcrypto") != std::string::npos);
+    CHECK(fields["Libs.private"].find("-lboost_json") != std::string::npos);
+    CHECK(fields["Cflags"].find("-std=c++23") != std::string::npos);
+    for (const char* field : {"Libs", "Libs.private", "Requires", "Requires.private"}) {
+      const std::string& value = fields[field];
+      const bool library_file = value.find(".a ") != std::string::npos || value.ends_with(".a") ||
+                                value.find(".so") != std::string::npos;
+      const bool absolute = value.find(" /") != std::string::npos || value.starts_with("/");
+      CHECK_MESSAGE(!library_file, field, ": ", value);
+      CHECK_MESSAGE(!absolute, field, ": ", value);
+    }
+
+    // A program built and linked from nothing but what pkg-config says about the staged
+    // install: the headers, -std=c++23, the static library and its private dependencies.
+    TempDir work;
+    {
+      std::ofstream program(work / "use.cc");
+      program << "#include <apnea_locks/names.h>\n#include <apnea_locks/owner.h>\n#include <cstdio>\n"
+                 "int main() {\n"
+                 "  auto owner = apnea_locks::decode_owner(R\"({\"pid\":42,\"token\":\"t\"})\");\n"
+                 "  std::printf(\"%s %s\\n\", apnea_locks::sha256_hex(\"x\").substr(0, 8).c_str(),\n"
+                 "              owner ? apnea_locks::pid_text(owner->pid).c_str() : \"bad\");\n"
+                 "}\n";
+    }
+    // PKG_CONFIG_SYSROOT_DIR: the staged tree stands for /, as for a cross or staged build.
+    const std::string pc_dir = fs::path(pc).parent_path().string();
+    CommandResult flags = run_command(
+        {"pkg-config", "--static", "--cflags", "--libs", "apnea_locks"},
+        "PKG_CONFIG_PATH=" + shell_quote(pc_dir) + " PKG_CONFIG_SYSROOT_DIR=" + shell_quote(dest.path()) + " ");
+    REQUIRE_MESSAGE(flags.status == 0, flags.out);
+    std::string line = flags.out;
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    // A sanitized build installs a sanitized library: its users link the runtime too.
+    if (const std::string sanitize = test_env("APNEA_LOCKS_SANITIZE"); !sanitize.empty() && sanitize != "none")
+      line += " -fsanitize=" + sanitize;
+    CommandResult built = run_command(
+        {"sh", "-c", "c++ \"$1\" -o \"$2\" $3 2>&1", "sh", work / "use.cc", work / "use", line});
+    REQUIRE_MESSAGE(built.status == 0, line, "\n", built.out);
+    CommandResult ran = run_command({work / "use"});
+    CHECK(ran.status == 0);
+    CHECK(ran.out == "2d711642 42\n");
+  }
+
+  SUBCASE("the man page, dated and versioned from the release") {
+    const std::string man = find("/man/man1/apnea-locks.1");
+    REQUIRE_MESSAGE(!man.empty(), listing);
+    // The source page with its .TH line's date and version fields replaced.
+    std::istringstream source_lines(read_all(source("docs/apnea-locks.1")));
+    std::string expected;
+    bool dated = false;
+    for (std::string line; std::getline(source_lines, line);) {
+      if (line.starts_with(".TH APNEA-LOCKS 1 ")) {
+        const std::size_t quote = line.find('"');
+        const std::size_t after = line.find('"', quote + 1);
+        REQUIRE(after != std::string::npos);
+        line = ".TH APNEA-LOCKS 1 " + release_date() + " \"apnea-locks " + release_version() + "\"" +
+               line.substr(after + 1);
+        dated = true;
+      }
+      expected += line + "\n";
+    }
+    CHECK(dated);
+    const std::string installed_page = read_all(man);
+    CHECK(installed_page == expected);
+  }
+
+  SUBCASE("the bash completion") {
+    const std::string completion = find("/bash-completion/completions/apnea-locks");
+    REQUIRE_MESSAGE(!completion.empty(), listing);
+    CHECK(read_all(completion) == read_all(source("docs/completion/apnea-locks.bash")));
+  }
+
+  SUBCASE("the documentation under share/doc/apnea-locks") {
+    for (const char* doc : {"README.md", "LICENSE", "runbook.md", "metrics.md", "status.md",
+                            "reclaim.md", "run.md", "protocol.md"}) {
+      const std::string file = find(std::string("/share/doc/apnea-locks/") + doc);
+      CHECK_MESSAGE(!file.empty(), doc, "\n", listing);
+    }
+  }
+}
+
+TEST_CASE("debian/changelog's newest entry is the release meson.build names") {
+  std::istringstream changelog(read_all(source("debian/changelog")));
+  std::string first;
+  REQUIRE(std::getline(changelog, first));
+  // "apnea-locks (0.1.0) unstable; urgency=medium": a native package, or 0.1.0-N
+  const std::string head = "apnea-locks (" + release_version();
+  CHECK_MESSAGE((first.starts_with(head + ")") || first.starts_with(head + "-")), first);
+  std::string line;
+  std::string trailer;
+  while (std::getline(changelog, line))
+    if (line.starts_with(" -- ")) {
+      trailer = line;
+      break;
+    }
+  REQUIRE(!trailer.empty());
+  // " -- Name <mail>  Thu, 03 Dec 2026 12:00:00 +0000", the date as dpkg-parsechangelog reads it
+  CommandResult date = run_command({"date", "-u", "-d", trailer.substr(trailer.find(">  ") + 3), "+%F"});
+  REQUIRE(date.status == 0);
+  CHECK(date.out == release_date() + "\n");
 }

@@ -250,12 +250,16 @@ class StagedSystem : public System {
     return {};
   }
 
+  void log_audit(const std::string& line) override { audit_lines.push_back(line); }
+
   /// Staged answers for is_terminal (with terminal_width for terminal_columns while
   /// `terminal` is staged), lookup_account; become() only records.
   std::optional<bool> terminal;
   std::optional<int> terminal_width;
   std::map<std::string, Account> accounts;
   std::vector<Account> became;
+  /// The audit lines sent to the system log (never to the real one).
+  std::vector<std::string> audit_lines;
 
   /// Number of calls whose name is `op`.
   int count(std::string_view op) const {

@@ -92,6 +92,9 @@ struct AcquireOptions {
   /// Called after a dead owner's lock was reclaimed (past `reclaim_grace`), with that owner
   /// and the lock path, before acquire tries again.
   std::function<void(const Owner&, const std::string&)> on_reclaimed;
+  /// Record each takeover (a dead owner's lock reclaimed after the grace) in the system log
+  /// (audit.h): `apnea-locks run` does; Apnea itself and the tests' stress helpers do not.
+  bool audit_takeover = false;
 };
 
 /// Apnea's behaviour for the kind: repository locks reclaim after the grace and fail on a

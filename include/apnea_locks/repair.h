@@ -2,6 +2,8 @@
 // each re-validated under the lock's reclaim guard right before it acts.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -37,6 +39,11 @@ struct RepairPolicy {
   SurveySettings settings;      ///< the same judgement and flags the plan was made with
   bool keep_tombstone = false;  ///< leave the renamed lock as a tombstone for forensics
   std::string resource;         ///< what Apnea's messages call the lock's resource
+  /// For the audit record (audit.h) of each removal: the uid that ran reclaim, taken before
+  /// any switch to another account (none: the current uid), and the account acted for
+  /// (`reclaim --user NAME`; "" for one's own).
+  std::optional<std::uint32_t> acting_uid;
+  std::string acted_for;
 };
 
 /// Carries out `decision` (as made from `facts` by the survey) through the lock core: under
@@ -44,7 +51,8 @@ struct RepairPolicy {
 /// by the same policy, and acted on only when the decision is unchanged and the entry is the
 /// same object with the same owner record; a lock is renamed to a tombstone (token- or
 /// bytes-checked) and removed without recursion, debris is removed without recursion, a
-/// guard is rmdir'ed. Anything changed is left alone and reported.
+/// guard is rmdir'ed. Anything changed is left alone and reported. Every removal (and every
+/// lock renamed to a tombstone) is recorded in the system log (audit.h) once it is done.
 RepairResult execute_repair(System& system, const EntryFacts& facts, const Decision& decision,
                             const RepairPolicy& policy);
 

@@ -218,6 +218,12 @@ class System {
   /// when it is not a terminal or reports no width (0).
   virtual std::optional<int> terminal_columns(int fd) = 0;
 
+  // The system log.
+  /// One audit line (audit.h) to syslog(3): ident "apnea-locks" with the pid, facility
+  /// LOG_AUTHPRIV, level LOG_NOTICE. The line is printable ASCII already. Never fails: with
+  /// no syslog daemon (no /dev/log) the line is lost, as syslog(3) loses it.
+  virtual void log_audit(const std::string& line) = 0;
+
   // Accounts (reclaim --user).
   /// The passwd entry named `name`.
   virtual std::optional<Account> lookup_account(const std::string& name) = 0;

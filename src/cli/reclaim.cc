@@ -321,6 +321,7 @@ int reclaim_command(const std::vector<std::string>& args) {
     return usage_error("--all names every entry: give no other target");
 
   System& system = real_system();
+  const std::uint32_t invoking_uid = system.uid();  // the audit record's acting uid, before --user
   // --user NAME: NAME's own area (it may not exist yet), as NAME from here on.
   auto opened = open_lock_area(system, o.area);
   if (!opened) {
@@ -409,6 +410,8 @@ int reclaim_command(const std::vector<std::string>& args) {
   RepairPolicy policy;
   policy.settings = *settings;
   policy.keep_tombstone = o.keep_tombstone;
+  policy.acting_uid = invoking_uid;
+  policy.acted_for = o.area.user;
 
   std::vector<Target> targets;
   auto consider = [&](const JudgedEntry& entry) {

@@ -446,6 +446,7 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
   };
   const bool waits = options.wait.has_value() || (!options.nonblock && once.wait_while_live);
   once.wait_while_live = false;
+  once.audit_takeover = true;  // the system log records a dead owner's lock taken over
   std::optional<steady_clock::time_point> deadline;
   if (options.wait) deadline = steady_clock::now() + *options.wait;
   nanoseconds delay = first_delay;
