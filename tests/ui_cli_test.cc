@@ -302,3 +302,24 @@ TEST_CASE("--user NAME on every command that reads an area: root only, as NAME")
   CHECK(own.out.find("/apnea-65534/operation-locks does not exist yet") != std::string::npos);
   CHECK(tool({"path", "--user", "nobody", "--home", "/"}, "TMPDIR=/tmp ").out.starts_with("/tmp/apnea-65534/"));
 }
+
+TEST_CASE("status LOCKPATH: the path in Apnea's message is enough (its directory is the area)") {
+  TempDir root;
+  const std::string area = root / "locks";
+  make_dir(area);
+  const std::string mine = fake_lock_name("mine");
+  make_entry(area, mine, owner_json(dead_pid()));
+  make_entry(area, mine + ".candidate.abc", owner_json(dead_pid()));
+  make_entry(area, fake_lock_name("other"), owner_json(dead_pid()));
+  const auto doc = parsed(tool({"status", area + "/" + mine, "-J", "-o", "name"}));
+  CHECK(text(doc.at("lock_dir")) == area);
+  std::vector<std::string> names;
+  for (const auto& entry : doc.at("entries").as_array()) names.push_back(text(entry.at("name")));
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{mine, mine + ".candidate.abc"});
+  // A lock that is not there is one free row; a directory that does not exist is an error.
+  const auto gone = parsed(tool({"status", area + "/" + fake_lock_name("gone"), "-J", "-o", "state"}));
+  CHECK(text(gone.at("entries")) == R"([{"state":"free"}])");
+  CHECK(tool_in(".", {"status", root / ("nowhere/" + mine)}, "", true).status == 3);
+  CHECK(tool_in(".", {"status", area + "/notes.txt"}, "", true).status == 2);  // not an Apnea name
+}

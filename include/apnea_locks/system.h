@@ -215,8 +215,8 @@ class System {
   /// isatty(3) of a descriptor of this process (0, 1, 2).
   virtual bool is_terminal(int fd) = 0;
   /// The width in columns of the terminal on descriptor `fd` (ioctl TIOCGWINSZ); nothing
-  /// when it is not a terminal or reports no width (0).
-  virtual std::optional<int> terminal_columns(int fd) = 0;
+  /// when it is not a terminal or reports no width (0). The default knows no terminal.
+  virtual std::optional<int> terminal_columns([[maybe_unused]] int fd) { return std::nullopt; }
 
   // The system log.
   /// One audit line (audit.h) to syslog(3): ident "apnea-locks" with the pid, facility

@@ -94,22 +94,17 @@ std::string_view row_colour(const Verdict& verdict) {
   return {};
 }
 
-/// The hints of one pass: the located locks, and what the survey said about them.
+/// The hints of one pass: the located locks, and what the survey said about them. The
+/// locks are located at the first entry (hashing starts OpenSSL, a millisecond an empty
+/// area's status does not pay).
 class HintWatch {
  public:
-  HintWatch(System& system, const LockArea& area) {
-    if (!area.home.empty())
-      if (auto lock = global_setup_lock(system, area.directory, area.home)) global_ = *lock;
-    if (auto here = system.realpath("."); here) {
-      here_ = *here;
-      enclosing_ = enclosing_repository(system, area.directory, ".");
-      if (enclosing_ && enclosing_->root == here_) enclosing_.reset();  // not a subdirectory
-    }
-  }
+  HintWatch(System& system, const LockArea& area) : system_(system), area_(area) {}
 
   /// Looks at every entry surveyed, shown or not.
   void see(const EntryView& entry) {
-    if (global_ && entry.decision != nullptr)
+    locate();
+    if (global_ && entry.decision != nullptr && entry.facts.parsed.kind == LockKind::global_setup)
       if (auto judged = global_setup_hint(*global_, JudgedEntry{entry.facts, entry.verdict, *entry.decision, entry.label}))
         global_hint_ = global_setup_hint_text(*judged, entry.decision->next_step);
     if (enclosing_ && entry.facts.name == enclosing_->name && entry.facts.stat)
@@ -125,6 +120,21 @@ class HintWatch {
   }
 
  private:
+  void locate() {
+    if (located_) return;
+    located_ = true;
+    if (!area_.home.empty())
+      if (auto lock = global_setup_lock(system_, area_.directory, area_.home)) global_ = *lock;
+    if (auto here = system_.realpath("."); here) {
+      here_ = *here;
+      enclosing_ = enclosing_repository(system_, area_.directory, ".");
+      if (enclosing_ && enclosing_->root == here_) enclosing_.reset();  // not a subdirectory
+    }
+  }
+
+  System& system_;
+  const LockArea& area_;
+  bool located_ = false;
   std::optional<LocatedLock> global_;
   std::optional<LocatedLock> enclosing_;
   std::string here_;
