@@ -59,7 +59,7 @@ struct LiveLock {
   void restore() const {
     ::chmod(lock.c_str(), 0700);
     if (!exists(owner)) return;
-    ::chown(owner.c_str(), ::getuid(), ::getgid());
+    REQUIRE(::chown(owner.c_str(), ::getuid(), ::getgid()) == 0);
     ::chmod(owner.c_str(), 0600);
     rewrite_in_place(owner, original);
   }

@@ -270,7 +270,7 @@ TEST_CASE("read_owner reports a record truncated while it is read") {
   StagedSystem system;
   const std::string lock = make_lock(temp, R"({"pid":5,"token":"abc"})");
   system.before = [&](std::string_view op, const std::string&) {
-    if (op == "pread") ::truncate((lock + "/owner.json").c_str(), 4);
+    if (op == "pread") REQUIRE(::truncate((lock + "/owner.json").c_str(), 4) == 0);
   };
   OwnerRead read = read_owner(system, lock, ::getuid());
   CHECK(reason_of(read) == "owner-short-read");
