@@ -139,9 +139,12 @@ void fill_mixed_area(const std::string& dir, int n) {
   }
 }
 
-std::vector<std::string> survey_reports(const std::string& dir, unsigned jobs) {
+/// One survey's reports. Every survey is judged at the same `now_ns`: reports quote ages
+/// ("unchanged for 2 s"), which would differ between surveys that straddle a second.
+std::vector<std::string> survey_reports(const std::string& dir, unsigned jobs, std::int64_t now_ns) {
   SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
                                             default_guard_age_ns, true);
+  settings.judge.now_ns = now_ns;
   settings.jobs = jobs;
   std::vector<std::string> reports;
   LabelIndex labels;
@@ -158,12 +161,13 @@ TEST_CASE("a survey with many jobs reports what one job does, in the same order"
   const std::string dir = temp / "locks";
   make_dir(dir);
   fill_mixed_area(dir, 600);
-  const auto one = survey_reports(dir, 1);
+  const std::int64_t now_ns = real_system().now_ns();
+  const auto one = survey_reports(dir, 1, now_ns);
   REQUIRE(one.size() > 600);  // every entry, plus the absent lock at the end
   CHECK(one.back().starts_with(fake_lock_name("absent") + " | free"));
   for (unsigned jobs : {2U, 3U, 8U}) {
     CAPTURE(jobs);
-    CHECK(survey_reports(dir, jobs) == one);
+    CHECK(survey_reports(dir, jobs, now_ns) == one);
   }
   // Every name comes back exactly as listed (the packed listing spells it again).
   std::vector<std::string> listed;
