@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <grp.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -420,6 +421,11 @@ class RealSystem final : public System {
 
   SysResult<void> unlink_at(int fd, const std::string& name) override {
     if (::unlinkat(fd, name.c_str(), 0) != 0) return fail_errno();
+    return {};
+  }
+
+  SysResult<void> lock_exclusive(int fd) override {
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return fail_errno();
     return {};
   }
 

@@ -137,6 +137,9 @@ class System {
   virtual SysResult<FileStat> stat_at(int fd, const std::string& name) = 0;
   /// unlinkat(2) of the file `name` in the directory `fd` (never a directory).
   virtual SysResult<void> unlink_at(int fd, const std::string& name) = 0;
+  /// flock(2) of `fd` with LOCK_EX|LOCK_NB: fails with EWOULDBLOCK while another open file
+  /// description holds it. close() drops it, and so does the kernel when the process ends.
+  virtual SysResult<void> lock_exclusive(int fd) = 0;
 
   // Processes.
   /// kill(pid, 0): 0 when the signal could be sent, else the errno (ESRCH, EPERM, ...).
