@@ -75,6 +75,36 @@ class GuardHold {
   std::error_code error_;
 };
 
+/// An exclusive flock of the lock area, held while a reclaim removes a guard it does not
+/// hold. Apnea and reclaim remove only the guard they made; this removal is the one that
+/// removes someone else's, by path after an lstat, so two of them must not interleave: the
+/// second one's rmdir would remove the guard the first one has just made for its own
+/// reclamation (docs/model/). The kernel drops the flock when reclaim dies.
+class AreaRemovalLock {
+ public:
+  AreaRemovalLock(System& system, const std::string& directory) : system_(system) {
+    auto fd = system_.open_directory(directory);
+    if (!fd) {
+      error_ = fd.error();
+      return;
+    }
+    fd_ = *fd;
+    if (auto locked = system_.lock_exclusive(fd_); !locked) error_ = locked.error();
+  }
+  ~AreaRemovalLock() {
+    if (fd_ >= 0) system_.close(fd_);
+  }
+  AreaRemovalLock(const AreaRemovalLock&) = delete;
+  AreaRemovalLock& operator=(const AreaRemovalLock&) = delete;
+  bool held() const { return fd_ >= 0 && !error_; }
+  const std::error_code& error() const { return error_; }
+
+ private:
+  System& system_;
+  int fd_ = -1;
+  std::error_code error_;
+};
+
 }  // namespace
 
 std::string_view outcome_name(RepairOutcome outcome) {
@@ -130,6 +160,16 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
       return result(RepairOutcome::removed, {});
     }
     case RemovalKind::guard: {
+      AreaRemovalLock removal_lock(system, directory);
+      if (!removal_lock.held()) {
+        if (removal_lock.error() == std::errc::resource_unavailable_try_again)
+          return result(RepairOutcome::guard_held,
+                        fmt::format("another apnea-locks reclaim is removing a reclaim guard in {}: "
+                                    "run again when it is done",
+                                    directory));
+        return result(RepairOutcome::failed, fmt::format("cannot lock {}: {}", directory,
+                                                         errno_text(removal_lock.error())));
+      }
       if (auto changed = redecide(system, facts, decision, policy, false))
         return result(RepairOutcome::changed, *changed);
       auto now = system.lstat(facts.path);

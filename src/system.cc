@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <linux/openat2.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -458,6 +459,11 @@ class RealSystem final : public System {
 
   SysResult<void> unlink_at(int fd, const std::string& name) override {
     if (::unlinkat(fd, name.c_str(), 0) != 0) return fail_errno();
+    return {};
+  }
+
+  SysResult<void> lock_exclusive(int fd) override {
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return fail_errno();
     return {};
   }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "apnea_locks/lock.h"
 #include "area_builder.h"
@@ -367,6 +368,42 @@ TEST_CASE("a leftover guard is removed with --force; a guard that is not empty i
     CHECK(a.reclaim(guard_name, true).outcome == RepairOutcome::refused);
     CHECK(a.exists(guard));
   }
+}
+
+TEST_CASE("race: two reclaims removing one leftover guard never remove the guard taken next") {
+  // Found by the model (docs/model/README.md, "two reclaims"): reclaim B judged the leftover
+  // guard and saw it by lstat; reclaim A removed it, and a reclamation took a new guard;
+  // B's rmdir, by path, then removed that new guard while its holder worked under it.
+  Area a;
+  const std::string guard_name = a.lock_name + ".reclaim";
+  const std::string guard = a.dir + "/" + guard_name;
+  make_dir(guard);
+  age_path(guard, 3600);
+  auto [scanned, decision] = a.plan(guard_name, true);
+  REQUIRE(decision.action == PlanAction::remove);
+  REQUIRE(decision.removal == RemovalKind::guard);
+  std::optional<RepairResult> other;
+  bool made_next = false;
+  a.system.before = [&](std::string_view op, const std::string& path) {
+    if (op != "rmdir" || path != guard || other) return;
+    // Between this reclaim's lstat of the old guard and its rmdir: another reclaim of the
+    // same guard, then a reclamation that takes the guard.
+    StagedSystem second;
+    other = execute_repair(second, scanned, decision, a.policy);
+    made_next = a.system.real().mkdir(guard, 0700).has_value();
+  };
+  RepairResult result = execute_repair(a.system, scanned, decision, a.policy);
+  REQUIRE(other);
+  CHECK(other->outcome == RepairOutcome::guard_held);
+  CHECK(other->detail.find("another apnea-locks reclaim is removing a reclaim guard") != std::string::npos);
+  CHECK_FALSE(made_next);  // the old guard was still there: nobody could take a new one
+  CHECK(result.outcome == RepairOutcome::removed);
+  CHECK_FALSE(a.exists(guard));
+  a.system.before = nullptr;
+  // The area's flock went with the first reclaim: the next one removes the next leftover.
+  make_dir(guard);
+  age_path(guard, 3600);
+  CHECK(a.reclaim(guard_name, true).outcome == RepairOutcome::removed);
 }
 
 TEST_CASE("crash injection: reclaim abandoned after every step is explained and completed by a rerun") {

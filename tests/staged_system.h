@@ -156,6 +156,10 @@ class StagedSystem : public System {
     if (!step("unlink_at", name)) return dead();
     return real_.unlink_at(fd, name);
   }
+  SysResult<void> lock_exclusive(int fd) override {
+    if (!step("lock_exclusive", std::to_string(fd))) return dead();
+    return real_.lock_exclusive(fd);
+  }
   int signal_probe(std::int64_t pid) override {
     if (!step("kill", std::to_string(pid))) return ENOTRECOVERABLE;
     if (real_processes) return real_.signal_probe(pid);

@@ -161,6 +161,9 @@ class System {
   virtual SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) {
     return open_read(dir.join(relative));
   }
+  /// flock(2) of `fd` with LOCK_EX|LOCK_NB: fails with EWOULDBLOCK while another open file
+  /// description holds it. close() drops it, and so does the kernel when the process ends.
+  virtual SysResult<void> lock_exclusive(int fd) = 0;
 
   // Processes.
   /// kill(pid, 0): 0 when the signal could be sent, else the errno (ESRCH, EPERM, ...).
