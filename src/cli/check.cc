@@ -138,7 +138,16 @@ std::string plural(std::size_t n, std::string_view one, std::string_view many) {
 struct Thresholds {
   std::map<std::string, NagiosRange> warning;
   std::map<std::string, NagiosRange> critical;
+  /// How each range was given, for messages ("-w 2h", "--crit-age 1h", "-w 3600 (default)").
+  std::map<std::string, std::string> warning_given, critical_given;
 };
+
+/// Every metric -w/-c may name.
+std::vector<std::string> all_metrics() {
+  std::vector<std::string> all = count_metrics;
+  all.insert(all.end(), age_metrics.begin(), age_metrics.end());
+  return all;
+}
 
 /// The thresholds the options give, or a usage message: each metric once per level, the
 /// deprecated --warn-age/--crit-age only where -w/-c name no age, a warning lock age of
@@ -146,47 +155,50 @@ struct Thresholds {
 std::expected<Thresholds, std::string> thresholds_of(const CheckOptions& o) {
   Thresholds out;
   auto take = [&](const std::vector<std::string>& values, std::string_view option,
-                  std::map<std::string, NagiosRange>& into) -> std::optional<std::string> {
+                  std::map<std::string, NagiosRange>& into,
+                  std::map<std::string, std::string>& given) -> std::optional<std::string> {
     for (const std::string& value : values) {
-      auto threshold = parse_threshold(value, "age", [] {
-        std::vector<std::string> all = count_metrics;
-        all.insert(all.end(), age_metrics.begin(), age_metrics.end());
-        return all;
-      }(), age_metrics);
+      auto threshold = parse_threshold(value, "age", all_metrics(), age_metrics);
       if (!threshold) return fmt::format("{} {}", option, threshold.error());
       const std::string metric = threshold->metric == "oldest_age_s" ? "age" : threshold->metric;
       if (!into.emplace(metric, threshold->range).second)
         return fmt::format("{} given twice for {}", option, metric);
+      given[metric] = fmt::format("{} {}", option, value);
     }
     return std::nullopt;
   };
-  if (auto error = take(o.warnings, "-w", out.warning)) return std::unexpected(*error);
-  if (auto error = take(o.criticals, "-c", out.critical)) return std::unexpected(*error);
+  if (auto error = take(o.warnings, "-w", out.warning, out.warning_given)) return std::unexpected(*error);
+  if (auto error = take(o.criticals, "-c", out.critical, out.critical_given))
+    return std::unexpected(*error);
   auto legacy = [&](const std::optional<std::int64_t>& ns, std::string_view option,
-                    std::string_view replacement,
-                    std::map<std::string, NagiosRange>& into) -> std::optional<std::string> {
+                    std::string_view replacement, std::map<std::string, NagiosRange>& into,
+                    std::map<std::string, std::string>& given) -> std::optional<std::string> {
     if (!ns) return std::nullopt;
     if (into.count("age") != 0)
       return fmt::format("{} and {} both give a lock age: give {} only", option, replacement, replacement);
     NagiosRange range;
     range.end = static_cast<double>(*ns / ns_per_second);
     into.emplace("age", range);
+    given["age"] = fmt::format("{} {}", option, duration_text(*ns));
     return std::nullopt;
   };
-  if (auto error = legacy(o.warn_age_ns, "--warn-age", "-w", out.warning)) return std::unexpected(*error);
-  if (auto error = legacy(o.crit_age_ns, "--crit-age", "-c", out.critical)) return std::unexpected(*error);
+  if (auto error = legacy(o.warn_age_ns, "--warn-age", "-w", out.warning, out.warning_given))
+    return std::unexpected(*error);
+  if (auto error = legacy(o.crit_age_ns, "--crit-age", "-c", out.critical, out.critical_given))
+    return std::unexpected(*error);
   if (out.warning.count("age") == 0) {
     NagiosRange hour;
     hour.end = static_cast<double>(ns_per_hour / ns_per_second);
     out.warning.emplace("age", hour);
+    out.warning_given["age"] = "-w 3600 (the default)";
   }
   for (const auto& [metric, critical_range] : out.critical) {
     auto found = out.warning.find(metric);
     if (found == out.warning.end()) continue;
     if (!consistent(found->second, critical_range))
       return std::unexpected(fmt::format(
-          "-c {}={} alerts where -w {}={} does not: a {} would be CRITICAL without being WARNING",
-          metric, critical_range.text(), metric, found->second.text(),
+          "{} alerts where {} does not: a {} would be CRITICAL without being WARNING",
+          out.critical_given[metric], out.warning_given[metric],
           metric == "age" ? "lock age" : metric + " count"));
   }
   return out;
