@@ -229,18 +229,24 @@ class Output {
                    const std::vector<Hint>& hints, bool failed) {
     const std::size_t width = terminal_.width;
     const bool colour = terminal_.colour;
-    std::string text;
-    if (headings_ && !hints.empty()) text += hints_text(hints, width, colour) + "\n";
+    // Written line by line: a table of 100,000 rows is tens of megabytes.
+    auto put = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); };
+    if (headings_ && !hints.empty()) {
+      put(hints_text(hints, width, colour));
+      put("\n");
+    }
     std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.order < b.order; });
     std::vector<TableColumn> columns;
     for (Field field : fields_) columns.push_back(column_of(field, width != 0, !chosen_));
     Table table(std::move(columns));
     for (Row& row : rows_) table.add_row(std::move(row.cells), row.colour);
+    rows_.clear();
     if (table.size() > 0)
-      for (const std::string& line : table.lines(headings_, width, terminal_.ellipsis, colour))
-        text += line + "\n";
-    if (headings_ && !failed) text += footer(area, check, summary, table.hidden());
-    std::fwrite(text.data(), 1, text.size(), stdout);
+      for (const std::string& line : table.lines(headings_, width, terminal_.ellipsis, colour)) {
+        put(line);
+        put("\n");
+      }
+    if (headings_ && !failed) put(footer(area, check, summary, table.hidden()));
   }
 
   /// Totals by state, what to do next, and the columns hidden to fit.
