@@ -2,7 +2,8 @@
 // lints what `check --prometheus` and `status --format prometheus` write and accepts the
 // shipped alert rules, whose unit tests it runs; node_exporter's textfile collector reads a
 // file `check --prometheus --output-file` wrote, and its /metrics carries the apnea-locks
-// series with the values of the staged area. Skipped (exit 77) when a program is absent.
+// series with the values of the staged area; the systemd service's script writes each
+// account's file (as root). Skipped (exit 77) when a program is absent.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -155,6 +156,47 @@ TEST_CASE("node_exporter's textfile collector serves the file check --prometheus
       if (line.starts_with("apnea_locks_") && !line.ends_with(" 0")) ours += line + "\n";
     return ours;
   }());
+}
+
+// The script apnea-locks-metrics.service runs (root: it reads each area as its account with
+// runuser): one file per account's area, named by uid, nothing for a directory whose name
+// and owner disagree, and a file of an area that is gone removed.
+TEST_CASE("the systemd service's script writes each account's metrics for the textfile collector" *
+          doctest::skip(::geteuid() != 0)) {
+  TempDir root;
+  const std::string tmp = root / "tmp";
+  const std::string out = root / "textfiles";
+  make_dir(tmp, 0755);
+  make_dir(out, 0755);
+  const std::string uid = std::to_string(::getuid());
+  make_dir(tmp + "/apnea-" + uid);
+  const std::string area = tmp + "/apnea-" + uid + "/operation-locks";
+  make_dir(area);
+  make_entry(area, fake_lock_name("home", LockKind::global_setup), owner_json(dead_pid()));
+  make_dir(tmp + "/apnea-4242");  // ours, not uid 4242's: skipped
+  make_dir(tmp + "/apnea-4242/operation-locks");
+  write_file(out + "/apnea-locks-4243.prom", "apnea_locks_old 1\n", 0644);  // an area that is gone
+
+  CommandResult ran = run_command(
+      {"sh", source("contrib/systemd/apnea-locks-metrics.sh"), out},
+      "exec 2>&1; APNEA_LOCKS_TMPDIR=" + shell_quote(tmp) + " APNEA_LOCKS_BIN=" +
+          shell_quote(test_env("APNEA_LOCKS_BIN")) + " ");
+  CHECK_MESSAGE(ran.status == 0, ran.out);
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(out)) files.push_back(entry.path().filename());
+  CHECK(files == std::vector<std::string>{"apnea-locks-" + uid + ".prom"});
+  const std::string metrics = out + "/apnea-locks-" + uid + ".prom";
+  std::ifstream in(metrics);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = parse_exposition(text.str());
+  REQUIRE_MESSAGE(parsed, parsed.error());
+  CHECK(parsed->value("apnea_locks_entries", {{"lock_dir", area}, {"kind", "global-setup"}, {"role", "lock"},
+                                              {"state", "stale"}}) == 1);
+  CHECK(parsed->value("apnea_locks_check_status", {{"lock_dir", area}}) == 1);  // WARNING
+  CommandResult lint = run_command({find_program("promtool"), "check", "metrics"},
+                                   "exec <" + shell_quote(metrics) + " 2>&1; ");
+  CHECK_MESSAGE(lint.status == 0, lint.out);
 }
 
 int main(int argc, char** argv) {
