@@ -11,6 +11,9 @@
 
 #include <doctest/doctest.h>
 
+#include <boost/json.hpp>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
@@ -264,4 +267,39 @@ TEST_CASE("help and -o help fit 80 columns on a terminal") {
   }
   const TerminalRun columns = on_terminal({"status", "-o", "help"}, 80, {{"TERM", "xterm"}});
   for (const std::string& line : lines_of(columns.screen)) CHECK_MESSAGE(columns_of(line) <= 80, line);
+}
+
+TEST_CASE("a lock path longer than the terminal: the footer's fix is cut into lines that paste as one command") {
+  // Nothing is labelled (no --scan), so the fix names the whole lock path: a lock name is 80
+  // columns alone. The area's path holds a space and a quote, so pieces are quoted too.
+  TempDir temp;
+  const std::string area = temp / "it's a deep folder/with/some/nesting/operation-locks";
+  std::filesystem::create_directories(area);
+  REQUIRE(::chmod(area.c_str(), 0700) == 0);
+  const std::string name = lock_name(LockKind::repository, std::string(64, 'c'));
+  make_entry(area, name, owner_json(dead_pid()));
+  const std::map<std::string, std::string> env{{"TERM", "xterm"}, {"NO_COLOR", "1"}, {"COLUMNS", ""},
+                                               {"LANG", "C.UTF-8"}, {"LC_ALL", ""}};
+  const TerminalRun run = on_terminal({"status", "--lock-dir", area}, 80, env);
+  CAPTURE(run.screen);
+  CHECK(run.status == 1);
+  const auto lines = lines_of(run.screen);
+  for (const std::string& line : lines) CHECK_MESSAGE(columns_of(line) <= 80, line);
+  // The prose names the lock by kind, 12 digits and suffix.
+  const auto next = std::find_if(lines.begin(), lines.end(), [](const std::string& line) { return line.starts_with("Next: "); });
+  REQUIRE(next != lines.end());
+  CHECK(next->find("repository-cccccccccccc\xe2\x80\xa6.lock is stale") != std::string::npos);
+  // The command lines after it, given to the shell, are exactly the JSON's fix_argv.
+  std::string command;
+  for (auto line = next + 1; line != lines.end() && !line->starts_with("Hidden"); ++line) command += *line + "\n";
+  REQUIRE(command.find("\\\n") != std::string::npos);  // it did need cutting
+  const CommandResult words = run_command({"sh", "-c", "set -- " + command + "\nprintf '%s\\n' \"$@\""});
+  REQUIRE(words.status == 0);
+  const CommandResult json = run_command({bin(), "status", "-J", "--lock-dir", area});
+  const auto document = boost::json::parse(json.out);
+  std::string expected;
+  for (const auto& word : document.at("entries").at(0).at("fix_argv").as_array())
+    expected += std::string(word.as_string()) + "\n";
+  CHECK(expected.find(area + "/" + name + "\n") != std::string::npos);
+  CHECK(words.out == expected);
 }

@@ -278,7 +278,13 @@ class Output {
     say(fmt::format("{}: {}; {}.", shown, state_totals(summary), attention));
     if (summary.next) {
       const NextStep& next = *summary.next;
-      const std::string what = fmt::format("Next: {} is {} ({})", next.description, next.state, next.reason);
+      // On a terminal a lock's name (80 columns) is cut to its kind, 12 digits of its key and
+      // its suffix; the fix command below still names the whole path.
+      std::string description = next.description;
+      const std::string full_name = printable(next.name);
+      if (const auto at = description.find(full_name); width != 0 && at != std::string::npos)
+        description.replace(at, full_name.size(), brief_name(next.name, terminal_.ellipsis));
+      const std::string what = fmt::format("Next: {} is {} ({})", description, next.state, next.reason);
       if (!next.fix_argv.empty()) {
         say(what + ":");
         out += wrap_command(next.fix_argv, width, "  ") + "\n";

@@ -161,6 +161,45 @@ void write_summary_json(JsonWriter& json, const AreaSummary& summary) {
   json.end_object();
 }
 
+std::string brief_name(std::string_view name, std::string_view ellipsis) {
+  const EntryName parsed = parse_entry_name(name);
+  if (parsed.role == EntryRole::unknown) return printable(name);
+  // "<kind>-" is everything before the key; the 12 digits the table's KEY shows, then the rest.
+  const std::size_t key_at = name.find(parsed.key);
+  return printable(name.substr(0, key_at + 12)) + std::string(ellipsis) +
+         printable(name.substr(key_at + parsed.key.size()));
+}
+
+namespace {
+
+/// The shell text of `word`, cut into pieces of at most `first` columns (the first piece)
+/// and `rest` columns (every other one), at character boundaries. Each piece is quoted on
+/// its own, so the pieces joined by backslash-newlines read back as `word`.
+std::vector<std::string> word_pieces(std::string_view word, std::size_t first, std::size_t rest) {
+  std::vector<std::string> pieces;
+  std::size_t start = 0;
+  while (start < word.size()) {
+    const std::size_t room = pieces.empty() ? first : rest;
+    std::size_t end = start;
+    std::size_t best = start;
+    while (end < word.size()) {
+      std::size_t next = end + 1;  // one character: a UTF-8 lead byte and its continuations
+      while (next < word.size() && (static_cast<unsigned char>(word[next]) & 0xC0) == 0x80) ++next;
+      if (display_width(printable(shell_word(word.substr(start, next - start)))) > room) break;
+      best = end = next;
+    }
+    if (best == start) {  // not even one character fits: take it anyway, never loop
+      best = start + 1;
+      while (best < word.size() && (static_cast<unsigned char>(word[best]) & 0xC0) == 0x80) ++best;
+    }
+    pieces.push_back(printable(shell_word(word.substr(start, best - start))));
+    start = best;
+  }
+  return pieces;
+}
+
+}  // namespace
+
 std::string wrap_command(const std::vector<std::string>& argv, std::size_t width,
                          std::string_view indent) {
   std::string out;
@@ -172,6 +211,19 @@ std::string wrap_command(const std::vector<std::string>& argv, std::size_t width
         display_width(line) + 1 + display_width(quoted) + 2 > width) {
       out += line + " \\\n";
       line = std::string(indent);
+    }
+    if (width != 0 && display_width(line) + display_width(quoted) + 2 > width &&
+        width > display_width(line) + 3) {
+      // Longer than a line of its own (a lock path is over 100 columns): continued with a
+      // backslash at the end of the line and the rest from column 0 of the next, which the
+      // shell joins into the one word. Every line keeps room for its continuation.
+      const auto pieces = word_pieces(word, width - display_width(line) - 1, width - 2);
+      for (std::size_t i = 0; i + 1 < pieces.size(); ++i) {
+        out += line + pieces[i] + "\\\n";
+        line.clear();
+      }
+      line += pieces.back();
+      continue;
     }
     if (line != indent) line += ' ';
     line += quoted;

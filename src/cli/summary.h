@@ -71,6 +71,11 @@ struct AreaSummary {
 /// "2 stale, 1 live" in the table's state order; "" when nothing was shown.
 std::string state_totals(const AreaSummary& summary);
 
+/// An entry name short enough for a line of prose: a protocol name keeps its kind, 12 digits
+/// of its key and what follows the key ("repository-a493186c5cd2….lock"); any other name is
+/// kept whole. Escaped.
+std::string brief_name(std::string_view name, std::string_view ellipsis);
+
 /// Writes the JSON "summary" member's object: scanned, entries, needs_attention, states,
 /// roles and next (null, or {name, path, description, state, reason, fix, fix_argv,
 /// next_step, why}).
