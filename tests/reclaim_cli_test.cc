@@ -306,8 +306,9 @@ TEST_CASE("from a subdirectory, reclaim finds no lock there, names the enclosing
   auto report = parse_object(json.out);
   CHECK(report.at("found").as_bool() == false);
   auto& hint = report.at("hints").as_array().at(0).as_object();
-  CHECK(hint.at("hint").as_string() == "enclosing-repository");
-  CHECK(hint.at("path").as_string() == a.lock);
+  CHECK(hint.at("kind").as_string() == "enclosing-repository");
+  CHECK(hint.at("lock_path").as_string() == a.lock);
+  CHECK(hint.at("message").as_string().starts_with("the lock is probably the enclosing repository's"));
   CHECK(hint.at("state").as_string() == "stale");
   CHECK(hint.at("fix_argv").as_array().back().as_string() == a.scratch.repo);
 
@@ -352,8 +353,8 @@ TEST_CASE("a dead global setup lock is named by every reclaim that does not remo
   Finished json = finish({locks_bin(), "reclaim", "--lock-dir", a.dir, "--all", "--dry-run", "--json"}, env);
   auto report = parse_object(json.out);
   auto& hint = report.at("hints").as_array().at(0).as_object();
-  CHECK(hint.at("hint").as_string() == "global-setup");
-  CHECK(hint.at("needs_attention").as_bool());
+  CHECK(hint.at("kind").as_string() == "global-setup");
+  CHECK(hint.at("message").as_string().find("blocks every Apnea run") != std::string::npos);
   CHECK(hint.at("fix").as_string() == fix);
 
   // The command it names removes it; then nothing is named and the exit status is 0.

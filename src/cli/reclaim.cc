@@ -21,6 +21,7 @@
 #include "apnea_locks/survey.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/hint_text.h"
 #include "cli/render.h"
 #include "cli/summary.h"
 
@@ -181,13 +182,52 @@ void print_result_line(const Target& t, bool keep_tombstone) {
 
 /// A hint reclaim gives besides its targets: where the lock probably is, or a dead global
 /// setup lock that still blocks Apnea.
-struct Hint {
+struct ReclaimHint {
   std::string kind;  ///< "enclosing-repository" or "global-setup"
   LockHint lock;
 };
 
+std::string hint_state(const LockHint& hint) {
+  std::string text = fmt::format("{} ({})", state_name(hint.state), hint.reason);
+  if (hint.pid) text += fmt::format(", owner pid {}", pid_text(*hint.pid));
+  return text;
+}
+
+/// The one sentence reclaim says of `hint` (unescaped), on the terminal and in the JSON.
+std::string hint_message(const ReclaimHint& hint) {
+  const LockHint& h = hint.lock;
+  if (hint.kind == "enclosing-repository") {
+    if (!h.present)
+      return fmt::format("the enclosing repository {} has no lock either ({})", h.lock.root, h.lock.path);
+    return fmt::format("the lock is probably the enclosing repository's (Apnea locks the folder it runs "
+                       "in): {} of {} is {}",
+                       h.lock.path, h.lock.root, hint_state(h));
+  }
+  if (h.needs_attention)
+    return fmt::format("the global setup lock of {} blocks every Apnea run, and Apnea never reclaims it: "
+                       "{} is {}",
+                       h.lock.root, h.lock.path, hint_state(h));
+  return fmt::format("the global setup lock of {} is there: {} is {}", h.lock.root, h.lock.path, hint_state(h));
+}
+
+/// `hint` in the shape status and inspect give theirs (cli/hint_text.h).
+Hint shared_hint(const ReclaimHint& hint) {
+  const LockHint& h = hint.lock;
+  Hint out;
+  out.kind = hint.kind;
+  out.message = hint_message(hint);
+  out.lock_path = h.lock.path;
+  out.root = h.lock.root;
+  out.state = state_name(h.state);
+  out.reason = h.reason;
+  out.fix_argv = h.fix_argv;
+  out.fix = h.fix;
+  if (h.fix.empty()) out.next_step = h.next_step;
+  return out;
+}
+
 void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std::vector<Target>& targets,
-                const std::map<std::string, int>& counts, bool found, const std::vector<Hint>& hints) {
+                const std::map<std::string, int>& counts, bool found, const std::vector<ReclaimHint>& hints) {
   JsonWriter json(stdout);
   json.begin_object();
   write_schema(json, "reclaim");
@@ -247,22 +287,11 @@ void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std:
   for (const auto& [name, count] : counts) json.key(name).integer(count);
   json.end_object();
   json.key("found").boolean(found);
-  json.key("hints").begin_array();
-  for (const Hint& hint : hints) {
-    json.begin_object();
-    json.key("hint").string(hint.kind);
-    json.key("path").string(hint.lock.lock.path);
-    json.key("root").string(hint.lock.lock.root);
-    json.key("present").boolean(hint.lock.present);
-    json.key("state").string(state_name(hint.lock.state));
-    json.key("reason").string(hint.lock.reason);
-    json.key("needs_attention").boolean(hint.lock.needs_attention);
-    json.key("fix").optional_string(hint.lock.fix.empty() ? std::nullopt : std::optional(hint.lock.fix));
-    json.key("fix_argv");
-    write_argv(json, hint.lock.fix_argv);
-    json.end_object();
-  }
-  json.end_array();
+  // The same hint objects as status and inspect write (docs/apnea-locks.schema.json).
+  std::vector<Hint> shared;
+  for (const ReclaimHint& hint : hints) shared.push_back(shared_hint(hint));
+  json.key("hints");
+  write_hints_json(json, shared);
   json.end_object();
   json.finish();
 }
@@ -274,12 +303,6 @@ std::string with_flag(std::vector<std::string> argv, std::string_view extra) {
 }
 
 /// "stale (pid-dead), pid 4242" for a hint's lock.
-std::string hint_state(const LockHint& hint) {
-  std::string text = fmt::format("{} ({})", state_name(hint.state), hint.reason);
-  if (hint.pid) text += fmt::format(", owner pid {}", pid_text(*hint.pid));
-  return text;
-}
-
 /// The commands that act on a hinted lock: its fix as a dry run and for real, or why no
 /// flag removes it and the next step.
 void print_hint_commands(const LockHint& hint) {
@@ -499,7 +522,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   const bool found = o.all || std::any_of(targets.begin(), targets.end(), [](const Target& t) {
                        return t.facts.stat.has_value();
                      });
-  std::vector<Hint> hints;
+  std::vector<ReclaimHint> hints;
   if (check.safe()) {
     std::set<std::string> hinted;
     if (!found)
@@ -508,7 +531,7 @@ int reclaim_command(const std::vector<std::string>& args) {
         if (!enclosing || lock_names.count(enclosing->name) != 0 ||
             !hinted.insert(enclosing->name).second)
           continue;
-        hints.push_back(Hint{"enclosing-repository", lock_hint(system, area.directory, *enclosing, *settings)});
+        hints.push_back(ReclaimHint{"enclosing-repository", lock_hint(system, area.directory, *enclosing, *settings)});
       }
     auto global = home.empty() ? SysResult<LocatedLock>(std::unexpected(std::error_code()))
                                : global_setup_lock(system, area.directory, home);
@@ -519,10 +542,10 @@ int reclaim_command(const std::vector<std::string>& args) {
     if (global && !removed_now) {
       LockHint hint = lock_hint(system, area.directory, *global, *settings);
       if (hint.needs_attention || (!found && hint.present))
-        hints.push_back(Hint{"global-setup", std::move(hint)});
+        hints.push_back(ReclaimHint{"global-setup", std::move(hint)});
     }
   }
-  const bool global_blocks = std::any_of(hints.begin(), hints.end(), [](const Hint& h) {
+  const bool global_blocks = std::any_of(hints.begin(), hints.end(), [](const ReclaimHint& h) {
     return h.kind == "global-setup" && h.lock.needs_attention;
   });
 
@@ -534,27 +557,12 @@ int reclaim_command(const std::vector<std::string>& args) {
       if (std::none_of(targets.begin(), targets.end(), [&](const Target& t) { return t.facts.name == name; }))
         say("no entry {} in {}", name, area.directory);
     bool located = false;
-    for (const Hint& hint : hints) {
-      const LockHint& h = hint.lock;
-      if (hint.kind == "enclosing-repository") {
-        if (h.present) {
-          located = true;
-          say("the lock is probably the enclosing repository's (Apnea locks the folder it runs "
-              "in): {} of {} is {}",
-              h.lock.path, h.lock.root, hint_state(h));
-          print_hint_commands(h);
-        } else {
-          say("the enclosing repository {} has no lock either ({})", h.lock.root, h.lock.path);
-        }
-      } else if (h.needs_attention) {
-        located = true;
-        say("the global setup lock of {} blocks every Apnea run, and Apnea never reclaims it: {} is {}",
-            h.lock.root, h.lock.path, hint_state(h));
-        print_hint_commands(h);
-      } else {
-        located = true;
-        say("the global setup lock of {} is there: {} is {}", h.lock.root, h.lock.path, hint_state(h));
-      }
+    for (const ReclaimHint& hint : hints) {
+      say("{}", hint_message(hint));
+      // An absent enclosing lock locates nothing; every other hint names where the lock is.
+      if (hint.kind != "enclosing-repository" || hint.lock.present) located = true;
+      if (hint.lock.present && (hint.kind == "enclosing-repository" || hint.lock.needs_attention))
+        print_hint_commands(hint.lock);
     }
     if (!found && !located)
       say("no lock where it looked: if Apnea's message names a lock path, pass that path "
