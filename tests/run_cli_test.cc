@@ -172,6 +172,23 @@ TEST_CASE("a command that does not handle a forwarded signal dies by it: 128+N")
   CHECK_FALSE(exists(repository_lock(scratch)));
 }
 
+TEST_CASE("a command that ignores SIGTERM: run forwards it and still waits for its end") {
+  Scratch scratch;
+  const auto lock = repository_lock(scratch);
+  // SIG_IGN survives exec: cat ignores TERM and ends at the end of its stdin.
+  SpawnedProcess run(run_args(scratch, {"--json"}, {"sh", "-c", "trap '' TERM; echo ready; exec cat"}));
+  REQUIRE(run.read_line(Stream::out, 30s) == "ready");
+  run.signal(SIGTERM);
+  // run has taken the signal and forwarded it: the command is still running, so is run.
+  const auto forwarded = run.read_line_containing(Stream::err, "\"event\":\"signal\"", 30s);
+  REQUIRE(forwarded);
+  CHECK(forwarded->find("\"forwarded\":true") != std::string::npos);
+  CHECK(exists(lock));
+  run.close_stdin();
+  CHECK(run.wait(30s) == 0);  // the command's status, not 128+SIGTERM
+  CHECK_FALSE(exists(lock));
+}
+
 TEST_CASE("a live lock is refused with 75 by default, with --nonblock and after --wait") {
   Scratch scratch;
   const std::string marker = scratch.root + "/ran";
@@ -383,6 +400,19 @@ TEST_CASE("usage errors exit 2") {
   auto help = finish({bin, "run", "--help"});
   CHECK(help.status == 0);
   CHECK(help.out.find("--nonblock") != std::string::npos);
+}
+
+TEST_CASE("without --, the command starts at the first word that is not an option or its value") {
+  Scratch scratch;
+  const std::string bin = locks_bin();
+  // Every option of run's table that takes a value, long and short: their values are skipped.
+  CHECK(finish({bin, "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "--wait", "0", "sh", "-c",
+                "exit 4"}).status == 4);
+  CHECK(finish({bin, "run", "--lock-dir", scratch.locks, "--home", scratch.home, "-w", "0", "sh", "-c",
+                "exit 5"}).status == 5);
+  // A switch takes no value: the next word is the command.
+  CHECK(finish({bin, "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "-q", "sh", "-c",
+                "exit 6"}).status == 6);
 }
 
 TEST_CASE("--json: acquired, started, exited and released, with the owner's pid and token") {

@@ -2,9 +2,10 @@
 //
 // The lock is taken and released through the core (acquire / HeldLock), so Apnea sees `run`
 // as an ordinary live owner. What lives here is process control, which is not protocol I/O:
-// fork/exec of the child (with a close-on-exec pipe that reports an exec failure's errno),
-// signal forwarding (signals are blocked and taken synchronously with sigwaitinfo, so no
-// handler runs at an awkward moment), and the wait policy with its back-off.
+// the real Subprocess (fork/exec of the child, with a close-on-exec pipe that reports an exec
+// failure's errno; subprocess.h holds the forwarding and exit-status rules), signals (blocked
+// and taken synchronously with sigwaitinfo, so no handler runs at an awkward moment), and the
+// wait policy with its back-off.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -35,6 +36,7 @@
 #include "cli/common.h"
 #include "cli/json_writer.h"
 #include "cli/render.h"
+#include "cli/subprocess.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -47,8 +49,6 @@ using std::chrono::steady_clock;
 /// Exit statuses of `run` besides the command's own (documented in docs/run.md).
 constexpr int exit_locked = 75;           ///< held by a live owner (EX_TEMPFAIL), or raced
 constexpr int exit_stale = 76;            ///< stale or malformed lock: a human must act
-constexpr int exit_cannot_execute = 126;  ///< found but could not be started
-constexpr int exit_not_found = 127;       ///< command not found
 
 /// The first delay of a wait (Apnea's 25 ms) and the ceiling of the --wait back-off.
 constexpr nanoseconds first_delay = std::chrono::milliseconds(25);
@@ -109,10 +109,21 @@ constexpr CommandHelp help{
     "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
     "--home or --lock-dir that does not exist, or another error. See docs/run.md."};
 
-/// Options that take a value, for finding where the command starts when there is no "--".
+/// Whether `word` is an option of the table that takes the next word as its value ("--repo",
+/// "-w"), for finding where the command starts when there is no "--".
 bool takes_value(std::string_view word) {
-  return word == "--repo" || word == "--home" || word == "--lock-dir" || word == "--wait" ||
-         word == "-w";
+  static const std::vector<std::string> spellings = [] {
+    std::vector<std::string> out;
+    const po::options_description table = option_table();
+    for (const auto& option : table.options()) {
+      if (option->semantic()->min_tokens() == 0) continue;  // a switch, or an implicit value
+      out.push_back("--" + option->long_name());
+      const std::string& name = option->canonical_display_name(po::command_line_style::allow_dash_for_short);
+      if (name.size() == 2 && name[0] == '-') out.push_back(name);
+    }
+    return out;
+  }();
+  return std::find(spellings.begin(), spellings.end(), word) != spellings.end();
 }
 
 std::expected<RunOptions, std::string> parse_options(const std::vector<std::string>& args) {
@@ -486,95 +497,113 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
   }
 }
 
-/// How the command ended: its exit status for run, or the errno of a failed exec.
-struct ChildEnd {
-  int status = 0;
-  int exec_errno = 0;
+/// The command as a real process: fork/exec with a close-on-exec pipe that reports an exec
+/// failure's errno, run's signals taken with sigwaitinfo, SIGCHLD reaped.
+class RealSubprocess final : public Subprocess {
+ public:
+  explicit RealSubprocess(const SignalControl& signals) : signals_(signals) {}
+
+  std::expected<int, int> start(const std::vector<std::string>& command) override {
+    std::vector<char*> argv;
+    for (const auto& word : command) argv.push_back(const_cast<char*>(word.c_str()));
+    argv.push_back(nullptr);
+    int report[2];
+    if (::pipe2(report, O_CLOEXEC) != 0) return std::unexpected(errno);
+    std::fflush(nullptr);
+    const pid_t child = ::fork();
+    if (child < 0) {
+      const int error = errno;
+      ::close(report[0]);
+      ::close(report[1]);
+      return std::unexpected(error);
+    }
+    if (child == 0) {
+      ::close(report[0]);
+      signals_.restore_in_child();
+      ::execvp(argv[0], argv.data());
+      const int error = errno;
+      [[maybe_unused]] ssize_t written = ::write(report[1], &error, sizeof error);
+      ::_exit(exit_not_found);
+    }
+    ::close(report[1]);
+    int exec_errno = 0;
+    ssize_t got = 0;
+    do got = ::read(report[0], &exec_errno, sizeof exec_errno);
+    while (got < 0 && errno == EINTR);
+    ::close(report[0]);
+    if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+      int ignored = 0;
+      while (::waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
+      }
+      return std::unexpected(exec_errno);
+    }
+    child_ = child;
+    // Signals the terminal sends to the whole foreground process group (Ctrl-C, Ctrl-\, a
+    // hangup) already reached a child in run's group. A hangup goes to the session leader
+    // alone, so when run leads the session the child has not had it.
+    same_group_ = ::getpgid(child) == ::getpgrp();
+    session_leader_ = ::getsid(0) == ::getpid();
+    return child;
+  }
+
+  ProcessEvent next() override {
+    for (;;) {
+      siginfo_t info{};
+      const int sig = signals_.next(info);
+      ProcessEvent event;
+      if (sig < 0) {
+        // Cannot wait for signals: still wait for the child, so the lock outlives it.
+        while (::waitpid(child_, &event.wait_status, 0) < 0 && errno == EINTR) {
+        }
+        return event;
+      }
+      if (sig == SIGCHLD) {
+        if (::waitpid(child_, &event.wait_status, WNOHANG) != child_) continue;
+        return event;
+      }
+      event.kind = ProcessEvent::Kind::signal;
+      event.signal = sig;
+      event.reached_child =
+          info.si_code == SI_KERNEL && same_group_ && !(sig == SIGHUP && session_leader_);
+      return event;
+    }
+  }
+
+  void send(int sig) override { ::kill(child_, sig); }
+
+ private:
+  const SignalControl& signals_;
+  pid_t child_ = -1;
+  bool same_group_ = false;
+  bool session_leader_ = false;
 };
 
-/// Forks and execs the command with run's stdio and environment, forwarding signals to it
-/// until it ends. An exec failure comes back through a close-on-exec pipe as its errno.
+/// Runs the command under supervise, reporting its start, the signals and its end as events.
 ChildEnd run_child(const std::vector<std::string>& command, const SignalControl& signals,
                    const Output& out) {
-  std::vector<char*> argv;
-  for (const auto& word : command) argv.push_back(const_cast<char*>(word.c_str()));
-  argv.push_back(nullptr);
-
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return {exit_cannot_execute, errno};
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  if (child < 0) {
-    const int error = errno;
-    ::close(report[0]);
-    ::close(report[1]);
-    return {exit_cannot_execute, error};
-  }
-  if (child == 0) {
-    ::close(report[0]);
-    signals.restore_in_child();
-    ::execvp(argv[0], argv.data());
-    const int error = errno;
-    [[maybe_unused]] ssize_t written = ::write(report[1], &error, sizeof error);
-    ::_exit(exit_not_found);
-  }
-  ::close(report[1]);
-  int exec_errno = 0;
-  ssize_t got = 0;
-  do got = ::read(report[0], &exec_errno, sizeof exec_errno);
-  while (got < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    int ignored = 0;
-    while (::waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
-    }
-    return {exec_errno == ENOENT || exec_errno == ENOTDIR ? exit_not_found : exit_cannot_execute,
-            exec_errno};
-  }
-
-  json::array words;
-  for (const auto& word : command) words.emplace_back(word);
-  out.event({{"event", "started"}, {"child_pid", child}, {"command", std::move(words)}});
-
-  // Signals the terminal sends to the whole foreground process group (Ctrl-C, Ctrl-\, a
-  // hangup) already reached a child in run's group; re-sending would deliver them twice.
-  // A hangup goes to the session leader alone, so when run leads the session it forwards it.
-  const bool same_group = ::getpgid(child) == ::getpgrp();
-  const bool session_leader = ::getsid(0) == ::getpid();
-  for (;;) {
-    siginfo_t info{};
-    const int sig = signals.next(info);
-    int status = 0;
-    if (sig < 0) {
-      // Cannot wait for signals: still wait for the child, so the lock outlives it.
-      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-      }
-    } else if (sig == SIGCHLD) {
-      const pid_t ended = ::waitpid(child, &status, WNOHANG);
-      if (ended != child) continue;
-    } else {
-      const bool from_terminal =
-          info.si_code == SI_KERNEL && same_group && !(sig == SIGHUP && session_leader);
-      const bool forward = !from_terminal;
-      if (forward) ::kill(child, sig);
-      out.event({{"event", "signal"}, {"signal", signal_name(sig)}, {"forwarded", forward}});
-      continue;
-    }
-    json::object event{{"event", "exited"}, {"child_pid", child}};
-    ChildEnd end;
-    if (WIFSIGNALED(status)) {
-      end.status = 128 + WTERMSIG(status);
+  RealSubprocess process(signals);
+  SuperviseReport report;
+  report.started = [&](int pid) {
+    json::array words;
+    for (const auto& word : command) words.emplace_back(word);
+    out.event({{"event", "started"}, {"child_pid", pid}, {"command", std::move(words)}});
+  };
+  report.signal = [&](int sig, bool forwarded) {
+    out.event({{"event", "signal"}, {"signal", signal_name(sig)}, {"forwarded", forwarded}});
+  };
+  report.ended = [&](int pid, const ChildEnd& end) {
+    json::object event{{"event", "exited"}, {"child_pid", pid}};
+    if (end.end_signal != 0) {
       event["exit_code"] = nullptr;
-      event["signal"] = signal_name(WTERMSIG(status));
+      event["signal"] = signal_name(end.end_signal);
     } else {
-      end.status = WEXITSTATUS(status);
       event["exit_code"] = end.status;
       event["signal"] = nullptr;
     }
     event["status"] = end.status;
     out.event(std::move(event));
-    return end;
-  }
+  };
+  return supervise(process, command, report);
 }
 
 /// Releases the lock (token-checked) and reports it; returns false when the release failed.
