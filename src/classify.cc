@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <chrono>
 
-#include "apnea_locks/lock.h"
+#include "apnea_locks/protocol.h"
 
 namespace apnea_locks {
 

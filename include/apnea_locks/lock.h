@@ -11,6 +11,7 @@
 
 #include "apnea_locks/names.h"
 #include "apnea_locks/owner.h"
+#include "apnea_locks/protocol.h"
 #include "apnea_locks/system.h"
 
 namespace apnea_locks {
@@ -73,9 +74,6 @@ LockResult<LockTarget> repository_target(System& system, const std::string& lock
 LockResult<LockTarget> global_setup_target(System& system, const std::string& lock_directory,
                                            const std::string& home,
                                            AreaMode mode = AreaMode::apnea);
-
-/// The grace after which Apnea reclaims a dead owner's repository lock.
-inline constexpr std::chrono::milliseconds repository_reclaim_grace{60'000};
 
 /// How acquire behaves on contention.
 struct AcquireOptions {

@@ -8,14 +8,10 @@
 #include <string_view>
 #include <vector>
 
+#include "apnea_locks/protocol.h"
 #include "apnea_locks/system.h"
 
 namespace apnea_locks {
-
-/// The file name of the owner record inside a lock directory.
-inline constexpr std::string_view owner_file_name = "owner.json";
-/// The largest owner record Apnea reads.
-inline constexpr std::int64_t owner_size_limit = 4096;
 
 /// An accepted owner. `pid` is a JavaScript number: an integer > 0, possibly beyond any
 /// real pid (`1e20` is accepted by Apnea).
