@@ -245,7 +245,7 @@ EntryFacts gather_entry_in(System& system, const DirRef& directory, std::string_
 SysResult<void> scan_area(System& system, const std::string& lock_directory, std::uint32_t uid,
                           const std::function<bool(const EntryFacts&)>& visit) {
   ProcessCache processes(system);
-  // One pass over the directory (issue 3): each lock's guard is looked up with one lstat.
+  // One pass over the directory: each lock's guard is looked up with one lstat.
   return system.list_directory(lock_directory, [&](const DirEntry& entry) {
     EntryFacts facts = gather(system, DirRef{-1, lock_directory}, entry.name,
                               parse_entry_name(entry.name), uid, processes, default_reread_limit,

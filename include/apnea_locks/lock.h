@@ -42,6 +42,7 @@ struct LockError {
   bool is(LockedReason r) const { return kind == Kind::operation_locked && reason == r; }
 };
 
+/// A lock operation's result: the value, or why the lock could not be had.
 template <class T>
 using LockResult = std::expected<T, LockError>;
 

@@ -81,13 +81,13 @@ std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes);
 /// cannot name a process (not a positive integer) are left out. Pure.
 std::vector<double> named_pids(std::string_view bytes);
 
-/// The UTF-8 sequence `bytes` (not empty) starts with: its length and whether it is valid.
-/// An invalid one's length is its maximal subpart (at least 1), which Node replaces by one
-/// U+FFFD. Pure.
+/// One UTF-8 sequence: its length in bytes and whether it is valid.
 struct Utf8Step {
-  std::size_t length = 1;
-  bool valid = false;
+  std::size_t length = 1;  ///< an invalid one's maximal subpart (at least 1), one U+FFFD in Node
+  bool valid = false;      ///< a valid sequence
 };
+
+/// The UTF-8 sequence `bytes` (not empty) starts with, as Node's decoder steps over it. Pure.
 Utf8Step utf8_step(std::string_view bytes);
 
 /// UTF-8 decoding as Node's `Buffer.toString("utf8")`: each maximal invalid subpart

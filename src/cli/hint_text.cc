@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "apnea_locks/owner.h"
 #include "cli/summary.h"
 #include "cli/terminal.h"
@@ -9,22 +11,29 @@
 
 namespace apnea_locks::cli {
 
-std::optional<Hint> global_setup_hint_text(const GlobalSetupHint& judged, const std::string& next_step) {
-  if (!judged.present || !judged.needs_attention) return std::nullopt;
+Hint lock_hint_text(std::string kind, const LockHint& judged, std::string message) {
   Hint hint;
-  hint.kind = "global-setup";
+  hint.kind = std::move(kind);
+  hint.message = std::move(message);
   hint.lock_path = judged.lock.path;
   hint.root = judged.lock.root;
   hint.state = state_name(judged.state);
   hint.reason = judged.reason;
   hint.fix_argv = judged.fix_argv;
   hint.fix = judged.fix;
+  if (hint.fix.empty()) hint.next_step = judged.next_step;
+  return hint;
+}
+
+std::optional<Hint> global_setup_hint_text(const GlobalSetupHint& judged, const std::string& next_step) {
+  if (!judged.present || !judged.needs_attention) return std::nullopt;
+  Hint hint = lock_hint_text(
+      "global-setup", judged,
+      fmt::format("The global setup lock of {} is {} ({}{}): Apnea never reclaims it, so every "
+                  "Apnea run of this account stops on it.",
+                  judged.lock.root, state_name(judged.state), judged.reason,
+                  judged.pid ? fmt::format(", pid {}", pid_text(*judged.pid)) : std::string()));
   hint.next_step = next_step;
-  hint.message = fmt::format(
-      "The global setup lock of {} is {} ({}{}): Apnea never reclaims it, so every Apnea run "
-      "of this account stops on it.",
-      judged.lock.root, hint.state, judged.reason,
-      judged.pid ? fmt::format(", pid {}", pid_text(*judged.pid)) : std::string());
   return hint;
 }
 

@@ -28,6 +28,10 @@ struct Hint {
   std::string next_step;  ///< the policy's next step (when there is no fix), or a command to look
 };
 
+/// The hint of `kind` about the lock `judged`, saying `message`; its next step is the
+/// policy's when no fix removes it.
+Hint lock_hint_text(std::string kind, const LockHint& judged, std::string message);
+
 /// The hint for a global setup lock that needs attention; nothing when it does not.
 std::optional<Hint> global_setup_hint_text(const GlobalSetupHint& judged, const std::string& next_step);
 

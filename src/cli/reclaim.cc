@@ -211,20 +211,7 @@ std::string hint_message(const ReclaimHint& hint) {
 }
 
 /// `hint` in the shape status and inspect give theirs (cli/hint_text.h).
-Hint shared_hint(const ReclaimHint& hint) {
-  const LockHint& h = hint.lock;
-  Hint out;
-  out.kind = hint.kind;
-  out.message = hint_message(hint);
-  out.lock_path = h.lock.path;
-  out.root = h.lock.root;
-  out.state = state_name(h.state);
-  out.reason = h.reason;
-  out.fix_argv = h.fix_argv;
-  out.fix = h.fix;
-  if (h.fix.empty()) out.next_step = h.next_step;
-  return out;
-}
+Hint shared_hint(const ReclaimHint& hint) { return lock_hint_text(hint.kind, hint.lock, hint_message(hint)); }
 
 void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std::vector<Target>& targets,
                 const std::map<std::string, int>& counts, bool found, const std::vector<ReclaimHint>& hints) {

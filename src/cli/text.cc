@@ -39,25 +39,6 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-std::string escape_bytes(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (char c : bytes) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (byte < 0x20 || byte >= 0x7f) out += fmt::format("\\x{:02x}", byte);
-        else out += c;
-    }
-  }
-  return out;
-}
-
 namespace {
 
 /// The code point starting at `at` of valid UTF-8 and its length in bytes (an invalid

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "apnea_locks/audit.h"
+
 namespace apnea_locks::cli {
 
 /// The one escaper for text output (PROTOCOL.md section 10): C0 controls (`\n` and `\t`
@@ -15,9 +17,9 @@ namespace apnea_locks::cli {
 /// environment passes it before it reaches a terminal.
 std::string printable(std::string_view text);
 
-/// Bytes as a C-like literal body: printable ASCII as is, `\\`, `\"`, `\n`, `\t`, `\r`,
-/// and `\xNN` for everything else, so any content is shown losslessly on one line.
-std::string escape_bytes(std::string_view bytes);
+/// Bytes as a C-like literal body, losslessly on one line: the library's escape_bytes
+/// (audit.h), which the system log's records use too.
+using apnea_locks::escape_bytes;
 
 /// Terminal columns of valid UTF-8 text (printable's output): 2 for East Asian wide and
 /// emoji code points, 0 for combining marks and zero-width spaces, 1 for the rest.
