@@ -29,20 +29,11 @@ inline long knob(const char* name, long value, long soak_value) {
 /// `locks/` (created by the first acquire) and repository roots.
 struct ScratchArea {
   std::string label;  ///< the file system, for messages
-  std::string root, locks;
+  TempDir dir;
+  std::string root = dir.path(), locks = root + "/locks";
 
-  ScratchArea(const std::string& parent, std::string fs_label) : label(std::move(fs_label)) {
-    std::string pattern = parent + "/apnea-reliability.XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    root = pattern;
-    locks = root + "/locks";
-  }
-  ScratchArea(const ScratchArea&) = delete;
-  ScratchArea& operator=(const ScratchArea&) = delete;
-  ~ScratchArea() {
-    std::error_code ignored;
-    std::filesystem::remove_all(root, ignored);
-  }
+  ScratchArea(const std::string& parent, std::string fs_label)
+      : label(std::move(fs_label)), dir(parent) {}
 
   /// A repository root `name` under the scratch folder (created).
   std::string repo(const std::string& name) const {

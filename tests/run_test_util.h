@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "process_util.h"
+#include "temp_dir.h"
 #include "spawned_process.h"
 
 namespace apnea_locks::testing {
@@ -24,22 +25,14 @@ using Stream = SpawnedProcess::Stream;
 /// A scratch folder (removed at the end) holding `repo/`, `home/` and, for tests that pass
 /// --lock-dir, `locks/`.
 struct Scratch {
-  std::string root, repo, home, locks;
+  TempDir dir;
+  std::string root = dir.path(), repo, home, locks;
   Scratch() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "apnea-run-test.XXXXXX").string();
-    root = ::mkdtemp(pattern.data());
     repo = root + "/repo";
     home = root + "/home";
     locks = root + "/locks";
     std::filesystem::create_directory(repo);
     std::filesystem::create_directory(home);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() {
-    std::error_code ignored;
-    std::filesystem::remove_all(root, ignored);
   }
 };
 

@@ -16,6 +16,7 @@
 
 #include "apnea_locks/probe.h"
 #include "apnea_locks/system.h"
+#include "temp_dir.h"
 
 namespace apnea_locks::testing {
 
@@ -304,33 +305,5 @@ inline HostFacts healthy_host(std::int64_t boot_time_ns = 1'000'000'000'000'000'
   return host;
 }
 
-/// A fresh temp folder removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "apnea-locks-test.XXXXXX");
-    if (::mkdtemp(pattern.data()) == nullptr) std::abort();
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    // Give back write permission a test may have taken away, then remove.
-    for (auto it = std::filesystem::recursive_directory_iterator(
-             path_, std::filesystem::directory_options::skip_permission_denied, ignored);
-         it != std::filesystem::recursive_directory_iterator(); it.increment(ignored)) {
-      if (it->is_directory(ignored) && !it->is_symlink(ignored))
-        std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
-                                     std::filesystem::perm_options::add, ignored);
-    }
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(std::string_view name) const { return path_ + "/" + std::string(name); }
-
- private:
-  std::string path_;
-};
 
 }  // namespace apnea_locks::testing
