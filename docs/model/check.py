@@ -44,7 +44,7 @@ class Config:
     what: str
     ci: bool = False     # a property configuration small enough for CI
     hash_bits: int = 26
-    shorten_seconds: int = 300  # --record: time to look for a shorter counterexample
+    shorten_seconds: int = 60   # --record: time to look for a shorter counterexample
     extra: dict = field(default_factory=dict)
 
 
@@ -215,9 +215,9 @@ def record(cfg, workdir, toolset, memlim):
 
 
 def row(cfg, stats, verdict):
-    mem = f"{stats['memory']:.0f}" if stats.get("memory") else "?"
-    return (f"{cfg.name:26} {cfg.expect:5} {verdict:22} {stats.get('states') or 0:>11} "
-            f"{stats.get('depth') or 0:>6} {mem:>7} {stats.get('wall', 0):>7.1f}")
+    mem = f"{stats['memory']:.0f}" if stats.get("memory") else "-"
+    return (f"{cfg.name:26} {cfg.expect:5} {verdict:22} {stats.get('states') or '-':>11} "
+            f"{stats.get('depth') or '-':>6} {mem:>7} {stats.get('wall', 0):>7.1f}")
 
 
 def main():
