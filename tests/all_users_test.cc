@@ -23,6 +23,7 @@ namespace {
 struct TestAccount {
   std::string name;
   std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
   explicit TestAccount(const std::string& base) {
     name = base + std::to_string(std::random_device{}() % 100000);
     CommandResult made = run_command({"useradd", "--system", "--no-create-home", "--shell",
@@ -31,6 +32,9 @@ struct TestAccount {
     CommandResult id = run_command({"id", "-u", name});
     REQUIRE(id.status == 0);
     uid = static_cast<std::uint32_t>(std::stoul(id.out));
+    CommandResult group = run_command({"id", "-g", name});
+    REQUIRE(group.status == 0);
+    gid = static_cast<std::uint32_t>(std::stoul(group.out));
   }
   TestAccount(const TestAccount&) = delete;
   TestAccount& operator=(const TestAccount&) = delete;
@@ -41,15 +45,25 @@ void own(const std::string& path, std::uint32_t uid) {
   REQUIRE(::lchown(path.c_str(), uid, static_cast<gid_t>(-1)) == 0);
 }
 
-/// `account`'s area under `tmp` with a stale lock (a dead owner) and a live one (this
-/// process), everything owned by the account as Apnea would have made it.
-std::string make_area(const std::string& tmp, const TestAccount& account) {
+/// A process of `account` (setpriv drops to it), running until the test ends: a live owner.
+struct AccountProcess {
+  SpawnedProcess process;
+  explicit AccountProcess(const TestAccount& account)
+      : process({"setpriv", "--reuid=" + std::to_string(account.uid), "--regid=" + std::to_string(account.gid),
+                 "--clear-groups", "--", "sh", "-c", "echo ready; exec sleep 600"}) {
+    REQUIRE(process.read_line(Stream::out, 30s) == std::optional<std::string>("ready"));
+  }
+};
+
+/// `account`'s area under `tmp` with a stale lock (a dead owner) and a live one (`live_pid`,
+/// a process of the account), everything owned by the account as Apnea would have made it.
+std::string make_area(const std::string& tmp, const TestAccount& account, pid_t live_pid) {
   const std::string top = tmp + "/apnea-" + std::to_string(account.uid);
   const std::string area = top + "/operation-locks";
   make_dir(top);
   make_dir(area);
   const std::string stale = make_entry(area, fake_lock_name(account.name + "stale"), owner_json(dead_pid()));
-  const std::string live = make_entry(area, fake_lock_name(account.name + "live"), owner_json(::getpid()));
+  const std::string live = make_entry(area, fake_lock_name(account.name + "live"), owner_json(live_pid));
   for (const std::string& path : {top, area, stale, stale + "/owner.json", live, live + "/owner.json"})
     own(path, account.uid);
   return area;
@@ -97,8 +111,10 @@ TEST_CASE("root surveys every account's area as that account, refuses the impost
   make_dir(tmp, 0755);
   TestAccount ann("apnea-ann-");
   TestAccount bob("apnea-bob-");
-  const std::string ann_area = make_area(tmp, ann);
-  const std::string bob_area = make_area(tmp, bob);
+  AccountProcess ann_process(ann);
+  AccountProcess bob_process(bob);
+  const std::string ann_area = make_area(tmp, ann, ann_process.process.pid());
+  const std::string bob_area = make_area(tmp, bob, bob_process.process.pid());
   const std::map<std::string, std::string> env{{"TMPDIR", tmp}, {"NO_COLOR", "1"}};
 
   SUBCASE("two accounts: one table and one JSON document with a user column, exit 1") {
@@ -149,6 +165,14 @@ TEST_CASE("root surveys every account's area as that account, refuses the impost
     CHECK(check.out.find(" stale=2;") != std::string::npos);
     CHECK(check.out.find("in 2 accounts' areas") != std::string::npos);
     CHECK(check.status != 3);
+
+    Finished metrics = finish({locks_bin(), "check", "--all-users", "--prometheus"}, env);
+    CAPTURE(metrics.out);
+    CHECK(count(metrics.out, "# TYPE apnea_locks_area_safe gauge\n") == 1);  // each family once
+    CHECK(metrics.out.find("apnea_locks_area_safe{lock_dir=\"" + ann_area + "\",user=\"" + ann.name + "\"} 1\n") !=
+          std::string::npos);
+    CHECK(metrics.out.find("apnea_locks_area_safe{lock_dir=\"" + bob_area + "\",user=\"" + bob.name + "\"} 1\n") !=
+          std::string::npos);
   }
 
   SUBCASE("impostors: a mismatched owner, a symlink, no account, no uid: reported, not surveyed") {
