@@ -52,7 +52,8 @@ constexpr CommandHelp help{
     "apnea-locks(1)); --output-file PATH replaces PATH atomically.\n\n"
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
     "3 the lock area is unsafe or unreadable, a --lock-dir, --repo, --scan or LOCKPATH\n"
-    "directory does not exist or is not a directory, or --output-file cannot be written.",
+    "directory does not exist or is not a directory, --output-file cannot be written, or\n"
+    "(--all-users) an apnea-* entry of the temp dir is not an account's own area.",
     true};
 
 struct StatusOptions {
