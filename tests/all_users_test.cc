@@ -173,6 +173,11 @@ TEST_CASE("root surveys every account's area as that account, refuses the impost
           std::string::npos);
     CHECK(metrics.out.find("apnea_locks_area_safe{lock_dir=\"" + bob_area + "\",user=\"" + bob.name + "\"} 1\n") !=
           std::string::npos);
+    Finished textfile = finish({locks_bin(), "status", "--all-users", "--format", "prometheus"}, env);
+    CAPTURE(textfile.out);
+    CHECK(count(textfile.out, "# TYPE apnea_locks_entries gauge\n") == 1);
+    CHECK(textfile.out.find("apnea_locks_entries{lock_dir=\"" + ann_area + "\",user=\"" + ann.name +
+                            "\",kind=\"repository\",role=\"lock\",state=\"live\"} 1\n") != std::string::npos);
   }
 
   SUBCASE("impostors: a mismatched owner, a symlink, no account, no uid: reported, not surveyed") {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <stdexcept>
 #include <optional>
 #include <set>
@@ -484,12 +485,20 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
   AreaSummary summary;
   std::vector<std::string> problems;  // one line each, on standard error
   std::vector<UserArea> reported;
+  std::vector<MetricsReport> metrics;  // --format prometheus: one per apnea-* entry
+  std::deque<AreaSummary> summaries;   // theirs (stable addresses)
   for (const AccountArea& area : *found) {
+    MetricsReport metric;
+    metric.lock_dir = area.lock_directory;
+    metric.version = APNEA_LOCKS_VERSION;
+    if (const std::string user = user_name(area); !user.empty()) metric.user = user;
     UserArea report{user_name(area), area.uid, area.top, area.lock_directory,
                     std::string(area.name()), area.message(), area.surveyable(), std::nullopt};
     if (!area.surveyable()) {
       problems.push_back(misfit_line(area));
       reported.push_back(std::move(report));
+      metric.area_safe = false;
+      metrics.push_back(std::move(metric));
       continue;
     }
     const Account& account = *area.account;
@@ -572,11 +581,16 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
           if (f.size() == 2) {
             report.check = f[0];
             report.message = f[1];
-            if (f[0] != "ok" && f[0] != "missing") report.error = f[1];
+            if (f[0] != "ok" && f[0] != "missing") {
+              report.error = f[1];
+              metric.area_safe = false;
+              metric.scrape_success = f[0] != "unreadable";
+            }
           }
           break;
         case 'e':
           if (!f.empty()) report.error = f[0];
+          metric.scrape_success = false;
           break;
         case 'j':
           if (!f.empty()) output.json_entry(f[0]);
@@ -587,13 +601,22 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
             output.add_row(EntryOrder{std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2]), f[3]}, f[4],
                            std::vector<std::string>(f.begin() + 5, f.end()));
           break;
-        case 's': merge_summary(summary, summary_from_fields(f)); break;
+        case 's':
+          summaries.push_back(summary_from_fields(f));
+          metric.summary = &summaries.back();
+          merge_summary(summary, summaries.back());
+          break;
         default: break;
       }
     };
-    if (auto ran = survey_as_account(system, account, survey, receive); !ran) report.error = ran.error();
+    if (auto ran = survey_as_account(system, account, survey, receive); !ran) {
+      report.error = ran.error();
+      metric.scrape_success = false;
+      metric.summary = nullptr;
+    }
     if (report.error) problems.push_back(*report.error);
     reported.push_back(std::move(report));
+    metrics.push_back(std::move(metric));
   }
   output.set_extra_json([&](JsonWriter& json) { write_user_areas(json, reported); });
   std::optional<std::string> error;
@@ -603,6 +626,17 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
   // The table keeps its footer (about the entries shown); the areas not surveyed are on
   // standard error, one line each, and in the JSON's "users" and "error".
   output.end(all, check, summary, {}, format == Format::json ? error : std::nullopt);
+  if (format == Format::prometheus) {
+    // Written whatever the areas hold, so an alert can fire (as for one area).
+    const std::string text = prometheus_text(metrics);
+    if (o.output_file.empty()) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    } else if (auto written = write_file_atomically(system, o.output_file, text); !written) {
+      print_error(help.name, written.error());
+      return exit_unsafe;
+    }
+  }
   for (const std::string& line : problems) print_error(help.name, line);
   if (!problems.empty()) return exit_unsafe;
   return summary.attention > 0 ? exit_attention : exit_ok;
@@ -663,7 +697,6 @@ int status_command(const std::vector<std::string>& args) {
   if (o.all_users) {
     if (auto refused = all_users_usage(system, o.area, o.lock_paths.empty() ? "" : "a LOCKPATH"))
       return usage_error(refused->message);
-    if (format == Format::prometheus) return usage_error("--all-users has no --format prometheus yet (use check --all-users --prometheus)");
     const Terminal terminal = format == Format::table ? terminal_view(system, colour_mode(*parsed), o.notruncate)
                                                       : Terminal{};
     return status_all_users(o, format, fields, chosen, *filter, terminal);
