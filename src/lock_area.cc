@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "apnea_locks/owner.h"
@@ -163,6 +165,94 @@ AreaCheck check_area(System& system, const std::string& lock_directory, std::uin
   }
   check.path.clear();
   return check;
+}
+
+std::string_view AccountArea::name() const {
+  switch (problem) {
+    case AccountAreaProblem::none: return "ok";
+    case AccountAreaProblem::bad_name: return "bad-name";
+    case AccountAreaProblem::symlink: return "symlink";
+    case AccountAreaProblem::not_directory: return "not-directory";
+    case AccountAreaProblem::owner_mismatch: return "owner-mismatch";
+    case AccountAreaProblem::no_account: return "no-account";
+    case AccountAreaProblem::unreadable: return "unreadable";
+  }
+  return "unknown";
+}
+
+std::string AccountArea::message() const {
+  switch (problem) {
+    case AccountAreaProblem::none: return "an account's lock area";
+    case AccountAreaProblem::bad_name: return "name is not apnea-<uid>: not an account's lock area";
+    case AccountAreaProblem::symlink: return "is a symlink: not surveyed";
+    case AccountAreaProblem::not_directory: return "is not a directory: not surveyed";
+    case AccountAreaProblem::owner_mismatch:
+      return fmt::format("owned by uid {}, not {} as its name says: not surveyed", stat.uid,
+                         uid.value_or(0));
+    case AccountAreaProblem::no_account:
+      return fmt::format("uid {} has no account: not surveyed", uid.value_or(0));
+    case AccountAreaProblem::unreadable: return fmt::format("cannot inspect: {}", errno_text(error));
+  }
+  return {};
+}
+
+namespace {
+
+/// The uid of a name suffix as Node prints a uid (decimal, no sign, no leading zero).
+std::optional<std::uint32_t> uid_of_suffix(std::string_view text) {
+  if (text.empty() || text.size() > 10 || (text.size() > 1 && text[0] == '0')) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (value >= 0xffffffffULL) return std::nullopt;  // (uid_t)-1 is no uid
+  return static_cast<std::uint32_t>(value);
+}
+
+}  // namespace
+
+SysResult<std::vector<AccountArea>> find_account_areas(System& system) {
+  const std::string tmpdir = node_tmpdir(system);
+  std::vector<std::string> names;
+  auto listed = system.list_directory(tmpdir, [&](const DirEntry& entry) {
+    if (entry.name.starts_with("apnea-")) names.push_back(entry.name);
+    return true;
+  });
+  if (!listed) return std::unexpected(listed.error());
+  std::vector<AccountArea> areas;
+  for (const std::string& name : names) {
+    AccountArea area;
+    area.top = node_join(tmpdir, name);
+    area.lock_directory = node_join(area.top, "operation-locks");
+    area.uid = uid_of_suffix(std::string_view(name).substr(6));
+    auto st = system.lstat(area.top);
+    if (st) area.stat = *st;
+    if (!area.uid) {
+      area.problem = AccountAreaProblem::bad_name;
+    } else if (!st) {
+      area.problem = AccountAreaProblem::unreadable;
+      area.error = st.error();
+    } else if (st->type == FileType::symlink) {
+      area.problem = AccountAreaProblem::symlink;
+    } else if (st->type != FileType::directory) {
+      area.problem = AccountAreaProblem::not_directory;
+    } else if (st->uid != *area.uid) {
+      area.problem = AccountAreaProblem::owner_mismatch;
+    } else if (auto account = system.lookup_uid(*area.uid); !account) {
+      area.problem = AccountAreaProblem::no_account;
+    } else {
+      area.account = std::move(*account);
+    }
+    areas.push_back(std::move(area));
+  }
+  std::sort(areas.begin(), areas.end(), [](const AccountArea& a, const AccountArea& b) {
+    const auto key = [](const AccountArea& x) {
+      return std::tuple(!x.uid.has_value(), x.uid.value_or(0), x.top);
+    };
+    return key(a) < key(b);
+  });
+  return areas;
 }
 
 }  // namespace apnea_locks

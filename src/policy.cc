@@ -298,6 +298,10 @@ std::vector<std::string> reclaim_argv(const EntryFacts& facts, const EntryLabel*
                                       const FixContext& context) {
   std::vector<std::string> argv{"apnea-locks", "reclaim"};
   if (force) argv.emplace_back("--force");
+  if (context.user) {
+    argv.emplace_back("--user");
+    argv.push_back(*context.user);
+  }
   if (context.lock_dir) {
     argv.emplace_back("--lock-dir");
     argv.push_back(*context.lock_dir);

@@ -697,6 +697,14 @@ class RealSystem final : public System {
       return std::nullopt;
     return Account{entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir};
   }
+  std::optional<Account> lookup_uid(std::uint32_t uid) override {
+    struct passwd entry {};
+    struct passwd* found = nullptr;
+    std::vector<char> buffer(16384);
+    if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr)
+      return std::nullopt;
+    return Account{entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir};
+  }
   void log_audit(const std::string& line) override {
     static const bool opened = [] {
       ::openlog("apnea-locks", LOG_PID, LOG_AUTHPRIV);

@@ -34,7 +34,7 @@ json::value status_document() {
       "proof": "certain", "proof_name": "pid-dead", "decision": "remove", "decision_why": "pid-dead",
       "next_step": null, "force_required": false, "clock_void": false,
       "lock_name": "repository-8d24.lock", "suffix": null, "type": "directory",
-      "mtime": "2026-01-01T00:00:00.000Z", "named_pids": [4242], "blocker": null,
+      "mtime": "2026-01-01T00:00:00.000Z", "user": null, "named_pids": [4242], "blocker": null,
       "owner_error": null,
       "process": {"signal": "ESRCH", "exists": false, "state": null, "uid": null, "tgid": null,
                   "start_time": null, "command": null}

@@ -3,6 +3,10 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <fcntl.h>
+
+#include <map>
+#include <string>
 
 #include "staged_system.h"
 
@@ -137,4 +141,71 @@ TEST_CASE("check_area of a foreign-owned area (needs root to chown)") {
   AreaCheck check = check_area(system, area, 0, false);
   CHECK(check.problem == AreaProblem::foreign_owner);
   CHECK(check.message().find("4242") != std::string::npos);
+}
+
+// status/check --all-users: which <tmpdir>/apnea-* entries are an account's area. Accounts
+// are staged (lookup_uid), the directories real ones of this process's uid.
+TEST_CASE("find_account_areas: a decimal uid name, a real directory that uid owns, an account") {
+  TempDir tmp;
+  StagedSystem system;
+  system.environment["TMPDIR"] = tmp.path();
+  const std::uint32_t me = ::getuid();
+  const std::uint32_t other = me == 0 ? 1 : 0;
+  system.accounts["me"] = Account{"me", me, me, "/home/me"};
+  system.accounts["other"] = Account{"other", other, other, "/home/other"};
+  auto dir = [&](const std::string& name) { REQUIRE(::mkdir((tmp.path() + "/" + name).c_str(), 0700) == 0); };
+  dir("apnea-" + std::to_string(me));         // ours: an account's area
+  dir("apnea-" + std::to_string(other));      // named for another uid, but ours
+  dir("apnea-3999999");                       // no such account (and ours: checked first)
+  dir("apnea-007");                           // not as Node prints a uid
+  dir("apnea-4294967295");                    // (uid_t)-1 is no uid
+  dir("apnea-x");
+  dir("unrelated");
+  REQUIRE(::symlink((tmp.path() + "/apnea-" + std::to_string(me)).c_str(), (tmp.path() + "/apnea-12").c_str()) == 0);
+  REQUIRE(::close(::creat((tmp.path() + "/apnea-13").c_str(), 0600)) == 0);
+
+  auto found = find_account_areas(system);
+  REQUIRE(found);
+  std::map<std::string, std::string> judged;
+  for (const AccountArea& area : *found) judged[area.top.substr(tmp.path().size() + 1)] = std::string(area.name());
+  const std::string mine = "apnea-" + std::to_string(me);
+  CHECK(judged[mine] == "ok");
+  CHECK(judged["apnea-" + std::to_string(other)] == "owner-mismatch");
+  CHECK(judged["apnea-3999999"] == (me == 3999999 ? "ok" : "owner-mismatch"));
+  CHECK(judged["apnea-007"] == "bad-name");
+  CHECK(judged["apnea-4294967295"] == "bad-name");
+  CHECK(judged["apnea-x"] == "bad-name");
+  CHECK(judged["apnea-12"] == "symlink");
+  CHECK(judged["apnea-13"] == "not-directory");
+  CHECK(judged.count("unrelated") == 0);
+  CHECK(judged.size() == 8);
+  // Sorted by uid, the names that are no uid last; the surveyable one has its account.
+  for (const AccountArea& area : *found)
+    if (area.surveyable()) {
+      CHECK(area.account->name == "me");
+      CHECK(area.lock_directory == tmp.path() + "/" + mine + "/operation-locks");
+    }
+  CHECK_FALSE(found->back().uid.has_value());
+  for (std::size_t i = 1; i < found->size(); ++i)
+    if ((*found)[i].uid && (*found)[i - 1].uid) CHECK(*(*found)[i - 1].uid < *(*found)[i].uid);
+
+  // A uid with no passwd entry, owning its directory.
+  if (me == 0) {
+    REQUIRE(::chown((tmp.path() + "/apnea-3999999").c_str(), 3999999, 3999999) == 0);
+    auto again = find_account_areas(system);
+    REQUIRE(again);
+    for (const AccountArea& area : *again)
+      if (area.uid == 3999999u) {
+        CHECK(area.name() == "no-account");
+        CHECK(area.message() == "uid 3999999 has no account: not surveyed");
+      }
+  }
+}
+
+TEST_CASE("find_account_areas fails when the temp dir cannot be listed") {
+  StagedSystem system;
+  system.environment["TMPDIR"] = "/nonexistent-apnea-tmp";
+  auto found = find_account_areas(system);
+  REQUIRE_FALSE(found);
+  CHECK(found.error() == std::errc::no_such_file_or_directory);
 }

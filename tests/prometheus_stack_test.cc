@@ -158,10 +158,11 @@ TEST_CASE("node_exporter's textfile collector serves the file check --prometheus
   }());
 }
 
-// The script apnea-locks-metrics.service runs (root: it reads each area as its account with
-// runuser): one file per account's area, named by uid, nothing for a directory whose name
-// and owner disagree, and a file of an area that is gone removed.
-TEST_CASE("the systemd service's script writes each account's metrics for the textfile collector" *
+// The script apnea-locks-metrics.service runs (root: check --all-users reads each area as its
+// account): one file for every area, each series labelled with its lock_dir and user, a
+// directory whose name and owner disagree only marked unsafe, and the per-uid files of the
+// earlier script removed.
+TEST_CASE("the systemd service's script writes every account's metrics for the textfile collector" *
           doctest::skip(::geteuid() != 0)) {
   TempDir root;
   const std::string tmp = root / "tmp";
@@ -173,9 +174,10 @@ TEST_CASE("the systemd service's script writes each account's metrics for the te
   const std::string area = tmp + "/apnea-" + uid + "/operation-locks";
   make_dir(area);
   make_entry(area, fake_lock_name("home", LockKind::global_setup), owner_json(dead_pid()));
-  make_dir(tmp + "/apnea-4242");  // ours, not uid 4242's: skipped
+  make_dir(tmp + "/apnea-4242");  // ours, not uid 4242's: not surveyed, unsafe
   make_dir(tmp + "/apnea-4242/operation-locks");
-  write_file(out + "/apnea-locks-4243.prom", "apnea_locks_old 1\n", 0644);  // an area that is gone
+  make_entry(tmp + "/apnea-4242/operation-locks", fake_lock_name("planted"), owner_json(dead_pid()));
+  write_file(out + "/apnea-locks-4243.prom", "apnea_locks_old 1\n", 0644);  // the old script's
 
   CommandResult ran = run_command(
       {"sh", source("contrib/systemd/apnea-locks-metrics.sh"), out},
@@ -184,16 +186,20 @@ TEST_CASE("the systemd service's script writes each account's metrics for the te
   CHECK_MESSAGE(ran.status == 0, ran.out);
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(out)) files.push_back(entry.path().filename());
-  CHECK(files == std::vector<std::string>{"apnea-locks-" + uid + ".prom"});
-  const std::string metrics = out + "/apnea-locks-" + uid + ".prom";
+  CHECK(files == std::vector<std::string>{"apnea-locks.prom"});
+  const std::string metrics = out + "/apnea-locks.prom";
   std::ifstream in(metrics);
   std::stringstream text;
   text << in.rdbuf();
   auto parsed = parse_exposition(text.str());
   REQUIRE_MESSAGE(parsed, parsed.error());
-  CHECK(parsed->value("apnea_locks_entries", {{"lock_dir", area}, {"kind", "global-setup"}, {"role", "lock"},
-                                              {"state", "stale"}}) == 1);
-  CHECK(parsed->value("apnea_locks_check_status", {{"lock_dir", area}}) == 1);  // WARNING
+  CHECK(parsed->value("apnea_locks_entries", {{"lock_dir", area}, {"user", "root"}, {"kind", "global-setup"},
+                                              {"role", "lock"}, {"state", "stale"}}) == 1);
+  CHECK(parsed->value("apnea_locks_check_status", {{"lock_dir", area}, {"user", "root"}}) == 1);  // WARNING
+  const std::string planted = tmp + "/apnea-4242/operation-locks";
+  CHECK(parsed->value("apnea_locks_area_safe", {{"lock_dir", planted}, {"user", "4242"}}) == 0);
+  CHECK(parsed->value("apnea_locks_check_status", {{"lock_dir", planted}, {"user", "4242"}}) == 2);
+  CHECK(text.str().find("planted") == std::string::npos);
   CommandResult lint = run_command({find_program("promtool"), "check", "metrics"},
                                    "exec <" + shell_quote(metrics) + " 2>&1; ");
   CHECK_MESSAGE(lint.status == 0, lint.out);

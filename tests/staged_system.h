@@ -250,6 +250,11 @@ class StagedSystem : public System {
     if (found != accounts.end()) return found->second;
     return real_.lookup_account(name);
   }
+  std::optional<Account> lookup_uid(std::uint32_t uid) override {
+    for (const auto& [name, account] : accounts)
+      if (account.uid == uid) return account;
+    return real_.lookup_uid(uid);
+  }
   SysResult<void> become(const Account& account) override {
     became.push_back(account);
     return {};

@@ -74,7 +74,8 @@ _apnea_locks()
         status)
             opts="-J --json -r --raw --format --output-file -o --output --output-all
                   --list-columns -n --noheadings --notruncate --state --kind --repo
-                  --only-labelled --scan --scan-depth $timing --lock-dir --user" ;;
+                  --only-labelled --scan --scan-depth $timing --lock-dir --user
+                  --all-users" ;;
         inspect)
             opts="--repo --home -J --json $timing --lock-dir --user" ;;
         path)
@@ -88,7 +89,7 @@ _apnea_locks()
         check)
             opts="-v --verbose -w --warning -c --critical -t --timeout
                   --warn-age --crit-age --prometheus --output-file --repo --scan
-                  --scan-depth $timing --lock-dir --user" ;;
+                  --scan-depth $timing --lock-dir --user --all-users" ;;
         *)
             return 0 ;;
     esac

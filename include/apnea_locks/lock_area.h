@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <expected>
 #include <string>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "apnea_locks/system.h"
 
@@ -69,5 +71,41 @@ struct AreaCheck {
 /// checked.
 AreaCheck check_area(System& system, const std::string& lock_directory, std::uint32_t uid,
                      bool check_parent = true);
+
+/// Why a `<tmpdir>/apnea-*` entry is not surveyed as an account's area (status/check
+/// --all-users): it must be named `apnea-<uid>` with the uid in decimal as Node prints it,
+/// be a real directory (not a symlink) owned by that uid, and the uid must have an account.
+enum class AccountAreaProblem {
+  none,
+  bad_name,       ///< the suffix is not a uid in decimal ("apnea-x", "apnea-01")
+  symlink,        ///< `apnea-<uid>` is a symlink
+  not_directory,  ///< `apnea-<uid>` is something other than a directory
+  owner_mismatch, ///< `apnea-<uid>` belongs to another uid than its name says
+  no_account,     ///< no passwd entry has that uid
+  unreadable,     ///< lstat failed
+};
+
+/// One `<tmpdir>/apnea-*` entry and whether it is an account's area.
+struct AccountArea {
+  std::string top;             ///< `<tmpdir>/apnea-<suffix>`
+  std::string lock_directory;  ///< `top/operation-locks`
+  std::optional<std::uint32_t> uid;  ///< the uid the name claims
+  std::optional<Account> account;    ///< its account, when it has one
+  AccountAreaProblem problem = AccountAreaProblem::none;
+  FileStat stat;          ///< the lstat of `top`, when taken
+  std::error_code error;  ///< for `unreadable`
+
+  bool surveyable() const { return problem == AccountAreaProblem::none; }
+  /// A stable short name ("ok", "bad-name", "symlink", "not-directory", "owner-mismatch",
+  /// "no-account", "unreadable").
+  std::string_view name() const;
+  /// What is wrong, without the path: "owned by uid 1001, not 1000".
+  std::string message() const;
+};
+
+/// Every entry `apnea-*` directly under node_tmpdir, judged, sorted by uid (then name, the
+/// names that are no uid last). Reads only (lstat and the passwd database); fails when
+/// the temp dir cannot be listed.
+SysResult<std::vector<AccountArea>> find_account_areas(System& system);
 
 }  // namespace apnea_locks

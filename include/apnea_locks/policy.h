@@ -60,6 +60,7 @@ Decision decide(const EntryFacts& facts, const Verdict& verdict, const RemovalFl
 
 /// What the fix command names besides the entry.
 struct FixContext {
+  std::optional<std::string> user;         ///< the account acted for (--user; --all-users)
   std::optional<std::string> lock_dir;     ///< an explicit lock directory
   std::optional<std::string> guard_age;    ///< --guard-age as given, when not the default
   std::optional<std::string> tolerance;    ///< --tolerance as given, when not the default

@@ -230,6 +230,8 @@ class System {
   // Accounts (reclaim --user).
   /// The passwd entry named `name`.
   virtual std::optional<Account> lookup_account(const std::string& name) = 0;
+  /// The passwd entry of `uid` (status/check --all-users).
+  virtual std::optional<Account> lookup_uid(std::uint32_t uid) = 0;
   /// Drops this process's privileges to `account` for good: supplementary groups, gid,
   /// then uid (setgroups, setgid, setuid). Fails unless privileged.
   virtual SysResult<void> become(const Account& account) = 0;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -16,6 +18,7 @@
 
 #include "apnea_locks/classify.h"
 #include "apnea_locks/lock_area.h"
+#include "cli/all_users.h"
 #include "cli/atomic_file.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -91,6 +94,7 @@ struct CheckOptions {
   std::int64_t timeout_ns = default_timeout_ns;
   int verbosity = 0;
   bool prometheus = false;
+  bool all_users = false;
   std::string output_file;
 };
 
@@ -119,6 +123,7 @@ po::options_description describe(CheckOptions& o) {
   add_label_options(options, o.labels, "only the entries of this repository's lock, labelled (repeatable)");
   add_timing_options(options, o.timing);
   add_area_options(options, o.area);
+  add_all_users_option(options, o.all_users);
   return options;
 }
 
@@ -342,51 +347,23 @@ void print_line(int status, std::string_view summary, std::string_view perf = {}
 
 std::string yes_no(bool value) { return value ? "yes" : "no"; }
 
-}  // namespace
-
-int check_main(System& system, const std::vector<std::string>& given) {
-  CheckOptions o;
-  const po::options_description options = describe(o);
-  // A plugin reports every failure on its status line, as UNKNOWN.
-  auto unknown_line = [](std::string_view message) {
-    arm_timeout(0, {}, unknown);
-    print_line(unknown, line_text(message));
-    std::fflush(stdout);
-    return static_cast<int>(unknown);
-  };
-  auto [verbosity, args] = take_verbosity(given);
-  o.verbosity = verbosity;
-  auto parsed = try_parse_command_line(args, options);
-  if (!parsed)
-    return unknown_line(fmt::format("usage: {} (see 'apnea-locks check --help')", parsed.error()));
-  if (auto done = standard_action(*parsed, help, options)) return *done;  // -h, -V
-  auto thresholds = thresholds_of(o);
-  if (!thresholds) return unknown_line("usage: " + thresholds.error());
-  const Thresholds& t = *thresholds;
-  if (!o.output_file.empty() && !o.prometheus)
-    return unknown_line("usage: --output-file needs --prometheus");
-
-  auto opened = open_lock_area(system, o.area);
-  if (!opened) return unknown_line(opened.error().message);
-  const LockArea area = std::move(*opened);
-  // From here on, anything can hang (a network filesystem, a stuck /proc read): -t ends it.
-  const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
-  arm_timeout(static_cast<unsigned>(timeout_s),
-              fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
-                          line_text(fmt::format("timed out after {}s (-t) checking {}", timeout_s,
-                                                area.directory))),
-              unknown);
-  auto labels = build_labels(system, area, o.labels);
-  if (!labels) return unknown_line(labels.error());
-  auto policy = judging_policy(system, area, o.timing);
-  if (!policy) return unknown_line("usage: " + policy.error());
-
+/// One judging pass over one area: what check's status line says about it.
+struct Pass {
   Findings findings;
-  MetricsReport metrics;
-  metrics.lock_dir = area.directory;
-  metrics.version = APNEA_LOCKS_VERSION;
-  std::optional<std::string> problem;  // the status line's text when not from findings
+  std::optional<std::string> problem;  ///< the status line's text when not from findings
   int status = ok;
+  bool area_safe = true;
+  bool scrape_success = true;
+  bool listed = false;  ///< the area was listed (or is missing): the findings count
+};
+
+/// Judges `area` as check does; `user` (may be null) names the account (--all-users).
+Pass judge_pass(System& system, const LockArea& area, const CheckOptions& o, const Thresholds& t,
+                const Labels& labels, const SurveySettings& policy, const std::string* user) {
+  Pass pass;
+  Findings& findings = pass.findings;
+  std::optional<std::string>& problem = pass.problem;
+  int& status = pass.status;
   const NagiosRange& warn_age = t.warning.at("age");
   const NagiosRange* crit_age = t.critical.count("age") != 0 ? &t.critical.at("age") : nullptr;
 
@@ -394,16 +371,18 @@ int check_main(System& system, const std::vector<std::string>& given) {
   if (check.problem == AreaProblem::unreadable) {
     status = unknown;
     problem = check.message();
-    metrics.area_safe = false;
-    metrics.scrape_success = false;
+    pass.area_safe = false;
+    pass.scrape_success = false;
   } else if (!check.safe() && check.problem != AreaProblem::missing) {
     status = critical;
     problem = check.message();
-    metrics.area_safe = false;
+    pass.area_safe = false;
   } else {
     // Every entry as status judges it; counted, and described when a human must act.
-    auto visit = [&](const EntryView& entry) {
-      if (!labels->repo_locks.empty() && labels->repo_locks.count(entry.facts.parsed.lock_name()) == 0)
+    auto visit = [&](const EntryView& judged) {
+      EntryView entry = judged;
+      entry.user = user;
+      if (!labels.repo_locks.empty() && labels.repo_locks.count(entry.facts.parsed.lock_name()) == 0)
         return;  // --repo: only that repository's entries
       const Verdict& verdict = entry.verdict;
       findings.summary.add(entry);
@@ -439,21 +418,243 @@ int check_main(System& system, const std::vector<std::string>& given) {
     };
     auto judged = check.problem == AreaProblem::missing
                       ? SysResult<std::size_t>(0)
-                      : judge_area(system, area.directory, *policy, labels->index,
-                                   labels->repo_locks, visit);
+                      : judge_area(system, area.directory, policy, labels.index,
+                                   labels.repo_locks, visit);
     if (!judged) {
       status = unknown;
       problem = fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
                             errno_text(judged.error()));
-      metrics.scrape_success = false;
+      pass.scrape_success = false;
     } else {
       findings.summary.scanned = *judged;
       status = evaluate(findings, t);
-      metrics.summary = &findings.summary;
+      pass.listed = true;
       if (check.problem == AreaProblem::missing)
         problem = fmt::format("no lock area yet ({})", area.directory);
     }
   }
+  return pass;
+}
+
+/// The worse of two statuses for a line covering several areas: CRITICAL, then UNKNOWN,
+/// then WARNING, then OK.
+int worse(int a, int b) {
+  auto rank = [](int status) { return status == critical ? 3 : status == unknown ? 2 : status; };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+std::string count_text(std::size_t n) { return fmt::format("{}", n); }
+
+/// check --all-users: each account's area judged by a child that has become the account
+/// (judge_pass, as for one area); one status line over all of them, perfdata summed.
+int check_all_users(System& system, const CheckOptions& o, const Thresholds& t,
+                    const std::function<int(std::string_view)>& unknown_line) {
+  const std::string tmpdir = node_tmpdir(system);
+  const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
+  arm_timeout(static_cast<unsigned>(timeout_s),
+              fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
+                          line_text(fmt::format("timed out after {}s (-t) checking every account's "
+                                                "lock area under {}", timeout_s, tmpdir))),
+              unknown);
+  auto found = find_account_areas(system);
+  if (!found)
+    return unknown_line(fmt::format("cannot list {}: {}", tmpdir, errno_text(found.error())));
+  Findings total;
+  std::vector<MetricsReport> reports;  // --prometheus: one per apnea-* entry
+  std::deque<AreaSummary> summaries;   // theirs (stable addresses)
+  auto report_of = [&](const AccountArea& area) {
+    MetricsReport report;
+    report.lock_dir = area.lock_directory;
+    report.version = APNEA_LOCKS_VERSION;
+    if (const std::string user = user_name(area); !user.empty()) report.user = user;
+    return report;
+  };
+  std::vector<std::string> problems;  // areas not judged, or judged unsafe
+  int area_status = ok;
+  std::vector<std::string> users;
+  for (const AccountArea& area : *found) {
+    if (!area.surveyable()) {
+      problems.push_back(fmt::format("{}: {}", area.top, area.message()));  // line_text escapes
+      area_status = worse(area_status, critical);
+      MetricsReport report = report_of(area);
+      report.area_safe = false;
+      report.check_status = critical;
+      reports.push_back(std::move(report));
+      continue;
+    }
+    const Account& account = *area.account;
+    const std::string user = user_name(area);
+    users.push_back(user);
+    MetricsReport report = report_of(area);
+    auto survey = [&](FrameWriter& out) {
+      System& own = real_system();
+      LockArea mine;
+      mine.directory = area.lock_directory;
+      mine.explicit_directory = true;
+      mine.may_be_absent = true;
+      mine.home = account.home;
+      auto labels = build_labels(own, mine, o.labels);
+      if (!labels) {
+        out.send('p', {count_text(unknown), labels.error(), "0", "1", "0"});
+        return;
+      }
+      auto policy = judging_policy(own, mine, o.timing);
+      if (!policy) {
+        out.send('p', {count_text(unknown), policy.error(), "0", "1", "0"});
+        return;
+      }
+      policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
+      policy->fix.user = user;
+      const Pass pass = judge_pass(own, mine, o, t, *labels, *policy, &user);
+      out.send('p', {count_text(static_cast<std::size_t>(pass.status)), pass.problem.value_or(""),
+                     pass.listed ? "1" : "0", pass.area_safe ? "1" : "0",
+                     pass.scrape_success ? "1" : "0"});
+      if (!pass.listed) return;
+      const Findings& f = pass.findings;
+      out.send('f', {count_text(f.stale_attention), count_text(f.blocking_guards),
+                     count_text(f.old_locks_warning), count_text(f.old_locks_critical)});
+      out.send('s', summary_fields(f.summary));
+      for (const std::string& line : f.critical_details) out.send('d', {user + ": " + line});
+      for (const std::string& line : f.details) out.send('D', {user + ": " + line});
+      for (const std::string& line : f.fine) out.send('o', {user + ": " + line});
+    };
+    auto number = [](const std::string& text) { return static_cast<std::size_t>(std::stoull(text)); };
+    auto receive = [&](const Frame& frame) {
+      const auto& f = frame.fields;
+      switch (frame.type) {
+        case 'p':
+          if (f.size() == 5) {
+            report.check_status = static_cast<int>(number(f[0]));
+            report.area_safe = f[3] == "1";
+            report.scrape_success = f[4] == "1";
+          }
+          if (f.size() == 5 && f[2] == "0") {
+            // Not listed: unsafe (CRITICAL) or unreadable (UNKNOWN), as for one area.
+            problems.push_back(fmt::format("{}: {}", user, f[1]));
+            area_status = worse(area_status, static_cast<int>(number(f[0])));
+          }
+          break;
+        case 'f':
+          if (f.size() == 4) {
+            total.stale_attention += number(f[0]);
+            total.blocking_guards += number(f[1]);
+            total.old_locks_warning += number(f[2]);
+            total.old_locks_critical += number(f[3]);
+          }
+          break;
+        case 's':
+          summaries.push_back(summary_from_fields(f));
+          report.summary = &summaries.back();
+          merge_summary(total.summary, summaries.back());
+          break;
+        case 'd': total.critical_details.push_back(f.at(0)); break;
+        case 'D': total.details.push_back(f.at(0)); break;
+        case 'o': total.fine.push_back(f.at(0)); break;
+        default: break;
+      }
+    };
+    if (auto ran = survey_as_account(system, account, survey, receive); !ran) {
+      problems.push_back(ran.error());
+      area_status = worse(area_status, unknown);
+      report.scrape_success = false;
+      report.summary = nullptr;
+      report.check_status = unknown;
+    }
+    reports.push_back(std::move(report));
+  }
+  const int status = worse(evaluate(total, t), area_status);
+  if (o.prometheus && !o.output_file.empty()) {
+    auto written = write_file_atomically(system, o.output_file, prometheus_text(reports));
+    if (!written) return unknown_line(written.error());
+  }
+  arm_timeout(0, {}, unknown);  // done: nothing may interleave with the output below
+  if (o.prometheus && o.output_file.empty()) {
+    fmt::print("{}", prometheus_text(reports));
+    std::fflush(stdout);
+    return status;
+  }
+  std::string text = summary_text(total, t);
+  if (!problems.empty())
+    text = fmt::format("{}{}; {}", problems.front(),
+                       problems.size() > 1 ? fmt::format(" (and {} more)", problems.size() - 1) : "", text);
+  text += fmt::format(" in {}", plural(users.size(), "account's area", "accounts' areas"));
+  print_line(status, line_text(text), perfdata(total, t));
+  std::vector<std::string> lines(problems.begin() + (problems.empty() ? 0 : 1), problems.end());
+  if (o.verbosity >= 2) {
+    std::string names;
+    for (const std::string& user : users) names += (names.empty() ? "" : " ") + user;
+    lines.push_back(fmt::format("accounts under {}: {}; {} entries", tmpdir,
+                                names.empty() ? "none" : names, total.summary.scanned));
+  }
+  const std::size_t cap = o.verbosity >= 1 ? std::numeric_limits<std::size_t>::max() : max_detail_lines;
+  std::size_t printed = 0;
+  const std::size_t all = total.critical_details.size() + total.details.size();
+  for (const auto* group : {&total.critical_details, &total.details})
+    for (const std::string& line : *group)
+      if (printed < cap) {
+        lines.push_back(line);
+        ++printed;
+      }
+  if (all > printed) lines.push_back(fmt::format("... and {} more (-v lists them all)", all - printed));
+  for (const std::string& line : total.fine) lines.push_back(line);
+  for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
+  std::fflush(stdout);
+  return status;
+}
+
+}  // namespace
+
+int check_main(System& system, const std::vector<std::string>& given) {
+  CheckOptions o;
+  const po::options_description options = describe(o);
+  // A plugin reports every failure on its status line, as UNKNOWN.
+  auto unknown_line = [](std::string_view message) {
+    arm_timeout(0, {}, unknown);
+    print_line(unknown, line_text(message));
+    std::fflush(stdout);
+    return static_cast<int>(unknown);
+  };
+  auto [verbosity, args] = take_verbosity(given);
+  o.verbosity = verbosity;
+  auto parsed = try_parse_command_line(args, options);
+  if (!parsed)
+    return unknown_line(fmt::format("usage: {} (see 'apnea-locks check --help')", parsed.error()));
+  if (auto done = standard_action(*parsed, help, options)) return *done;  // -h, -V
+  auto thresholds = thresholds_of(o);
+  if (!thresholds) return unknown_line("usage: " + thresholds.error());
+  const Thresholds& t = *thresholds;
+  if (!o.output_file.empty() && !o.prometheus)
+    return unknown_line("usage: --output-file needs --prometheus");
+  if (o.all_users) {
+    if (auto refused = all_users_usage(system, o.area)) return unknown_line("usage: " + refused->message);
+    return check_all_users(system, o, t, unknown_line);
+  }
+
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) return unknown_line(opened.error().message);
+  const LockArea area = std::move(*opened);
+  // From here on, anything can hang (a network filesystem, a stuck /proc read): -t ends it.
+  const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
+  arm_timeout(static_cast<unsigned>(timeout_s),
+              fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
+                          line_text(fmt::format("timed out after {}s (-t) checking {}", timeout_s,
+                                                area.directory))),
+              unknown);
+  auto labels = build_labels(system, area, o.labels);
+  if (!labels) return unknown_line(labels.error());
+  auto policy = judging_policy(system, area, o.timing);
+  if (!policy) return unknown_line("usage: " + policy.error());
+
+  Pass pass = judge_pass(system, area, o, t, *labels, *policy, nullptr);
+  Findings& findings = pass.findings;
+  MetricsReport metrics;
+  metrics.lock_dir = area.directory;
+  metrics.version = APNEA_LOCKS_VERSION;
+  metrics.area_safe = pass.area_safe;
+  metrics.scrape_success = pass.scrape_success;
+  if (pass.listed) metrics.summary = &findings.summary;
+  std::optional<std::string>& problem = pass.problem;
+  const int status = pass.status;
   metrics.check_status = status;
 
   if (o.prometheus && !o.output_file.empty()) {

@@ -91,6 +91,7 @@ std::string type_text(const EntryView& e) {
 std::string mtime_text(const EntryView& e) {
   return e.facts.stat ? format_time(e.facts.stat->mtime_ns, true) : "";
 }
+std::string user_text(const EntryView& e) { return e.user != nullptr ? *e.user : ""; }
 
 // The JSON member(s) of each field.
 void kind_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "kind", known(e), kind_text(e)); }
@@ -110,6 +111,9 @@ void pid_json(JsonWriter& j, const EntryView& e) {
 }
 void token_json(JsonWriter& j, const EntryView& e) {
   text_or_null(j, "token", accepted_owner(e.facts) != nullptr, token_text(e));
+}
+void user_json(JsonWriter& j, const EntryView& e) {
+  text_or_null(j, "user", e.user != nullptr, user_text(e));
 }
 void age_json(JsonWriter& j, const EntryView& e) {
   j.key("age_ms");
@@ -233,6 +237,9 @@ const std::vector<FieldInfo>& all_fields() {
        false, 0, 0, 0, Cut::end, 0, "", type_text, type_json},
       {mtime, "mtime", "MTIME", "the entry's mtime (UTC, milliseconds)", "mtime", raw, false, 0, 0,
        0, Cut::end, 0, "", mtime_text, mtime_json},
+      {user, "user", "USER",
+       "the account whose lock area holds the entry (--all-users; the uid when it has no name)",
+       "user", safe, false, 0, 0, 0, Cut::end, 0, "", user_text, user_json},
   };
   return fields;
 }

@@ -25,13 +25,15 @@ struct EntryView {
   const Verdict& verdict;
   const EntryLabel* label;
   const Decision* decision = nullptr;
+  /// The account whose area holds the entry (status --all-users); null otherwise.
+  const std::string* user = nullptr;
 };
 
 /// A field of an entry: a column of `status`, a member of its JSON object.
 enum class Field {
   kind, key, role, state, reason, apnea, pid, token, age, command, started, label, fix,
   written, name, path, attention, self_heals, certain, guard, proof, proof_name, decision,
-  why, next_step, force, clock_void, lock_name, suffix, type, mtime
+  why, next_step, force, clock_void, lock_name, suffix, type, mtime, user
 };
 
 /// How a field's text is made safe for a terminal.

@@ -236,6 +236,12 @@ void JsonWriter::null() {
   put("null");
 }
 
+void JsonWriter::raw_value(std::string_view json) {
+  before_value();
+  while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.remove_suffix(1);
+  put(json);
+}
+
 void JsonWriter::finish() {
   put('\n');
   flush_buffer();

@@ -55,6 +55,8 @@ class JsonWriter {
   void number_text(std::string_view json_number);
   /// null.
   void null();
+  /// A value already serialized by a JsonWriter (status --all-users: an entry a child wrote).
+  void raw_value(std::string_view json);
   /// Ends the document with a newline and flushes.
   void finish();
 

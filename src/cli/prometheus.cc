@@ -30,18 +30,21 @@ std::map<EntryClass, std::size_t> every_class() {
 
 class Exposition {
  public:
-  explicit Exposition(std::string_view lock_dir)
-      : lock_dir_label_(fmt::format("lock_dir=\"{}\"", prometheus_label_value(lock_dir))) {}
-
   void family(std::string_view name, std::string_view help) {
     name_ = name;
     text_ += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
   }
 
-  /// A sample of the current family; `labels` follow lock_dir (already escaped, each
-  /// starting with a comma).
+  /// The labels every sample of `report` starts with: lock_dir, and user when it has one.
+  void report(const MetricsReport& report) {
+    base_ = fmt::format("lock_dir=\"{}\"", prometheus_label_value(report.lock_dir));
+    if (report.user) base_ += fmt::format(",user=\"{}\"", prometheus_label_value(*report.user));
+  }
+
+  /// A sample of the current family and report; `labels` follow the report's (already
+  /// escaped, each starting with a comma).
   void sample(std::string_view value, std::string_view labels = {}) {
-    text_ += fmt::format("{}{{{}{}}} {}\n", name_, lock_dir_label_, labels, value);
+    text_ += fmt::format("{}{{{}{}}} {}\n", name_, base_, labels, value);
   }
 
   void sample(std::int64_t value, std::string_view labels = {}) { sample(fmt::format("{}", value), labels); }
@@ -49,7 +52,7 @@ class Exposition {
   std::string take() { return std::move(text_); }
 
  private:
-  std::string lock_dir_label_;
+  std::string base_;
   std::string name_;
   std::string text_;
 };
@@ -74,46 +77,67 @@ std::string prometheus_label_value(std::string_view text) {
 }
 
 std::string prometheus_text(const MetricsReport& report) {
-  Exposition out(report.lock_dir);
-  out.family("apnea_locks_build_info", "apnea-locks version that wrote these metrics (always 1).");
-  out.sample(1, fmt::format(",version=\"{}\"", prometheus_label_value(report.version)));
-  out.family("apnea_locks_scrape_success",
-             "1 when the lock area could be checked and, if safe, listed; 0 when it could not be read.");
-  out.sample(report.scrape_success ? 1 : 0);
-  out.family("apnea_locks_area_safe",
-             "1 when the lock area is safe (or does not exist yet); 0 when it is a symlink, "
-             "another user's, not a directory, open to group/other, or unreadable.");
-  out.sample(report.area_safe ? 1 : 0);
-  if (report.check_status) {
-    out.family("apnea_locks_check_status",
-               "The status of apnea-locks check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.");
-    out.sample(*report.check_status);
-  }
-  if (report.summary != nullptr) {
-    const AreaSummary& summary = *report.summary;
-    auto classes = every_class();
-    for (const auto& [key, count] : summary.classes) classes[key] = count;
-    out.family("apnea_locks_entries",
-               "Entries of the lock area by kind (repository, global-setup, unknown), role "
-               "(lock, candidate, tombstone, reclaim-guard, unknown) and state.");
-    // The label names come from the field table (fields.h): kind, role, state.
-    const auto& label_fields = prometheus_label_fields();
-    for (const auto& [key, count] : classes) {
-      const auto& [kind, role, state] = key;
-      const std::string_view values[] = {kind, role, state};
-      std::string labels;
-      for (std::size_t i = 0; i < label_fields.size() && i < std::size(values); ++i)
-        labels += fmt::format(",{}=\"{}\"", field_info(label_fields[i]).prometheus_label,
-                              prometheus_label_value(values[i]));
-      out.sample(static_cast<std::int64_t>(count), labels);
+  return prometheus_text(std::vector<MetricsReport>{report});
+}
+
+std::string prometheus_text(const std::vector<MetricsReport>& reports) {
+  Exposition out;
+  // Each family once (with HELP and TYPE), then a sample per report that has it.
+  auto each = [&](std::string_view name, std::string_view help, auto&& has, auto&& write) {
+    bool any = false;
+    for (const MetricsReport& report : reports) any = any || has(report);
+    if (!any) return;
+    out.family(name, help);
+    for (const MetricsReport& report : reports) {
+      if (!has(report)) continue;
+      out.report(report);
+      write(report);
     }
-    out.family("apnea_locks_entries_needing_attention",
-               "Entries a human (or apnea-locks reclaim) must act on.");
-    out.sample(static_cast<std::int64_t>(summary.attention));
-    out.family("apnea_locks_oldest_lock_age_seconds",
-               "Age (now minus the lock directory's mtime) of the oldest lock; 0 when there is none.");
-    out.sample(fmt::format("{:.3f}", static_cast<double>(summary.oldest_lock_age_ns.value_or(0)) / 1e9));
-  }
+  };
+  auto always = [](const MetricsReport&) { return true; };
+  auto listed = [](const MetricsReport& report) { return report.summary != nullptr; };
+  each("apnea_locks_build_info", "apnea-locks version that wrote these metrics (always 1).", always,
+       [&](const MetricsReport& report) {
+         out.sample(1, fmt::format(",version=\"{}\"", prometheus_label_value(report.version)));
+       });
+  each("apnea_locks_scrape_success",
+       "1 when the lock area could be checked and, if safe, listed; 0 when it could not be read.",
+       always, [&](const MetricsReport& report) { out.sample(report.scrape_success ? 1 : 0); });
+  each("apnea_locks_area_safe",
+       "1 when the lock area is safe (or does not exist yet); 0 when it is a symlink, "
+       "another user's, not a directory, open to group/other, or unreadable.",
+       always, [&](const MetricsReport& report) { out.sample(report.area_safe ? 1 : 0); });
+  each("apnea_locks_check_status", "The status of apnea-locks check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
+       [](const MetricsReport& report) { return report.check_status.has_value(); },
+       [&](const MetricsReport& report) { out.sample(*report.check_status); });
+  each("apnea_locks_entries",
+       "Entries of the lock area by kind (repository, global-setup, unknown), role "
+       "(lock, candidate, tombstone, reclaim-guard, unknown) and state.",
+       listed, [&](const MetricsReport& report) {
+         auto classes = every_class();
+         for (const auto& [key, count] : report.summary->classes) classes[key] = count;
+         // The label names come from the field table (fields.h): kind, role, state.
+         const auto& label_fields = prometheus_label_fields();
+         for (const auto& [key, count] : classes) {
+           const auto& [kind, role, state] = key;
+           const std::string_view values[] = {kind, role, state};
+           std::string labels;
+           for (std::size_t i = 0; i < label_fields.size() && i < std::size(values); ++i)
+             labels += fmt::format(",{}=\"{}\"", field_info(label_fields[i]).prometheus_label,
+                                   prometheus_label_value(values[i]));
+           out.sample(static_cast<std::int64_t>(count), labels);
+         }
+       });
+  each("apnea_locks_entries_needing_attention", "Entries a human (or apnea-locks reclaim) must act on.",
+       listed, [&](const MetricsReport& report) {
+         out.sample(static_cast<std::int64_t>(report.summary->attention));
+       });
+  each("apnea_locks_oldest_lock_age_seconds",
+       "Age (now minus the lock directory's mtime) of the oldest lock; 0 when there is none.", listed,
+       [&](const MetricsReport& report) {
+         out.sample(fmt::format(
+             "{:.3f}", static_cast<double>(report.summary->oldest_lock_age_ns.value_or(0)) / 1e9));
+       });
   return out.take();
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/summary.h"
 
@@ -20,12 +21,18 @@ struct MetricsReport {
   /// only the success, safety and info gauges are written.
   const AreaSummary* summary = nullptr;
   std::optional<int> check_status;  ///< `check --prometheus`: the Nagios status 0..3
+  /// The `user` label after lock_dir (`check --all-users`); none when nothing.
+  std::optional<std::string> user;
 };
 
 /// The exposition text: every family with `# HELP` and `# TYPE` lines, one sample per line,
 /// ending in a newline. apnea_locks_entries has a sample (0 when none) for every
 /// (kind, role, state) an entry can have, plus any other seen.
 std::string prometheus_text(const MetricsReport& report);
+
+/// The exposition text of several areas (`check --all-users`): each family once, with one
+/// sample (or set of samples) per report, told apart by their lock_dir and user labels.
+std::string prometheus_text(const std::vector<MetricsReport>& reports);
 
 /// A label value escaped for the exposition format (`\\`, `\"`, `\n`); invalid UTF-8 is
 /// replaced by U+FFFD.

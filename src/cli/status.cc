@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <stdexcept>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,6 +19,7 @@
 #include "apnea_locks/labels.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
+#include "cli/all_users.h"
 #include "cli/area.h"
 #include "cli/atomic_file.h"
 #include "cli/commands.h"
@@ -48,7 +53,8 @@ constexpr CommandHelp help{
     "apnea-locks(1)); --output-file PATH replaces PATH atomically.\n\n"
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
     "3 the lock area is unsafe or unreadable, a --lock-dir, --repo, --scan or LOCKPATH\n"
-    "directory does not exist or is not a directory, or --output-file cannot be written.",
+    "directory does not exist or is not a directory, --output-file cannot be written, or\n"
+    "(--all-users) an apnea-* entry of the temp dir is not an account's own area.",
     true};
 
 struct StatusOptions {
@@ -62,6 +68,7 @@ struct StatusOptions {
   bool only_labelled = false;
   bool output_all = false;
   bool list_columns = false;
+  bool all_users = false;
   std::string output;
   std::string format;
   std::string output_file;
@@ -201,10 +208,22 @@ class Output {
     }
   }
 
+  /// --all-users: a row of the table a child rendered (see entry()).
+  void add_row(EntryOrder order, std::string colour, std::vector<std::string> cells) {
+    rows_.push_back(Row{std::move(order), std::move(cells), std::move(colour)});
+  }
+  /// --all-users: a raw line's cells a child rendered.
+  void raw_cells(const std::vector<std::string>& cells) { print_raw_line(stdout, cells); }
+  /// --all-users: an entry object a child serialized.
+  void json_entry(std::string_view text) { json_.raw_value(text); }
+  /// --all-users: writes the document's "users" member before the summary.
+  void set_extra_json(std::function<void(JsonWriter&)> extra) { extra_json_ = std::move(extra); }
+
   void end(const LockArea& area, const AreaCheck& check, const AreaSummary& summary,
            const std::vector<Hint>& hints, const std::optional<std::string>& error) {
     if (format_ == Format::json) {
       json_.end_array();
+      if (extra_json_) extra_json_(json_);
       json_.key("summary");
       write_summary_json(json_, summary);
       json_.key("hints");
@@ -313,6 +332,7 @@ class Output {
   Terminal terminal_;
   JsonWriter json_;
   std::vector<Row> rows_;
+  std::function<void(JsonWriter&)> extra_json_;
 };
 
 po::options_description describe(StatusOptions& o) {
@@ -341,6 +361,7 @@ po::options_description describe(StatusOptions& o) {
   add_label_options(options, o.labels, "only the entries of this repository's lock, labelled (repeatable)");
   add_timing_options(options, o.timing);
   add_area_options(options, o.area);
+  add_all_users_option(options, o.all_users);
   return options;
 }
 
@@ -398,6 +419,235 @@ std::expected<std::set<std::string>, std::string> lock_path_filter(System& syste
   return names;
 }
 
+
+/// What the JSON document says about one `apnea-*` entry of the temp dir.
+struct UserArea {
+  std::string user;  ///< empty when not surveyed as an account
+  std::optional<std::uint32_t> uid;
+  std::string top;
+  std::string lock_dir;
+  std::string check;  ///< the area check (surveyed), or why it was not surveyed
+  std::string message;
+  bool surveyed = false;
+  std::optional<std::string> error;
+};
+
+void write_user_areas(JsonWriter& json, const std::vector<UserArea>& areas) {
+  json.key("users").begin_array();
+  for (const UserArea& area : areas) {
+    json.begin_object();
+    json.key("user").optional_string(area.surveyed ? std::optional(area.user) : std::nullopt);
+    json.key("uid");
+    if (area.uid) json.integer(*area.uid);
+    else json.null();
+    json.key("path").string(area.top);
+    json.key("lock_dir").string(area.lock_dir);
+    json.key("surveyed").boolean(area.surveyed);
+    json.key("check").string(area.check);
+    json.key("message").string(area.message);
+    json.key("error").optional_string(area.error);
+    json.end_object();
+  }
+  json.end_array();
+}
+
+/// The entry object `write` writes, as text.
+std::string json_text_of(const std::function<void(JsonWriter&)>& write) {
+  char* data = nullptr;
+  std::size_t size = 0;
+  std::FILE* memory = ::open_memstream(&data, &size);
+  if (memory == nullptr) throw std::runtime_error("open_memstream failed");
+  {
+    JsonWriter json(memory);
+    write(json);
+    json.finish();
+  }
+  std::fclose(memory);
+  std::string text(data, size);
+  std::free(data);
+  return text;
+}
+
+/// status --all-users: every account's area surveyed by a child that has become the
+/// account; the rows, entries and summaries it sends are merged into one table or document.
+int status_all_users(const StatusOptions& o, Format format, std::vector<Field> fields, bool chosen,
+                     const Filter& filter, const Terminal& terminal) {
+  System& system = real_system();
+  if (std::find(fields.begin(), fields.end(), Field::user) == fields.end())
+    fields.insert(fields.begin(), Field::user);
+  const std::string tmpdir = node_tmpdir(system);
+  LockArea all;
+  all.directory = node_join(tmpdir, "apnea-*/operation-locks");
+  all.explicit_directory = true;
+  auto found = find_account_areas(system);
+  if (!found) {
+    print_error(help.name, fmt::format("cannot list {}: {}", printable(tmpdir), errno_text(found.error())));
+    return exit_unsafe;
+  }
+  AreaCheck check;
+  check.path = tmpdir;
+  Output output(format, fields, chosen, !o.noheadings, terminal);
+  output.begin(all.directory, check);
+  AreaSummary summary;
+  std::vector<std::string> problems;  // one line each, on standard error
+  std::vector<UserArea> reported;
+  std::vector<MetricsReport> metrics;  // --format prometheus: one per apnea-* entry
+  std::deque<AreaSummary> summaries;   // theirs (stable addresses)
+  for (const AccountArea& area : *found) {
+    MetricsReport metric;
+    metric.lock_dir = area.lock_directory;
+    metric.version = APNEA_LOCKS_VERSION;
+    if (const std::string user = user_name(area); !user.empty()) metric.user = user;
+    UserArea report{user_name(area), area.uid, area.top, area.lock_directory,
+                    std::string(area.name()), area.message(), area.surveyable(), std::nullopt};
+    if (!area.surveyable()) {
+      problems.push_back(misfit_line(area));
+      reported.push_back(std::move(report));
+      metric.area_safe = false;
+      metrics.push_back(std::move(metric));
+      continue;
+    }
+    const Account& account = *area.account;
+    const std::string& user = report.user;
+    // In the child, as the account: the same judging pass as for one account.
+    auto survey = [&](FrameWriter& out) {
+      System& own = real_system();
+      LockArea mine;
+      mine.directory = area.lock_directory;
+      mine.explicit_directory = true;
+      mine.may_be_absent = true;
+      mine.home = account.home;
+      auto labels = build_labels(own, mine, o.labels);
+      if (!labels) {
+        out.send('e', {labels.error()});
+        return;
+      }
+      Filter own_filter = filter;
+      own_filter.locks = labels->repo_locks;
+      auto policy = judging_policy(own, mine, o.timing);
+      if (!policy) {
+        out.send('e', {policy.error()});
+        return;
+      }
+      policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
+      policy->fix.user = user;
+      const AreaCheck own_check = check_lock_area(own, mine);
+      out.send('c', {std::string(own_check.name()), own_check.message()});
+      if (!own_check.safe() && own_check.problem != AreaProblem::missing) return;
+      AreaSummary own_summary;
+      auto show = [&](const EntryView& judged) {
+        if (!own_filter.accepts(judged)) return;
+        EntryView entry = judged;
+        entry.user = &user;
+        own_summary.add(entry);
+        switch (format) {
+          case Format::json:
+            out.send('j', {json_text_of([&](JsonWriter& json) {
+                       if (chosen) write_fields_json(json, entry, fields);
+                       else write_entry_json(json, entry);
+                     })});
+            break;
+          case Format::raw: {
+            std::vector<std::string> cells;
+            for (Field field : fields) cells.push_back(field_text(field, entry));
+            out.send('l', cells);
+            break;
+          }
+          case Format::table: {
+            const EntryOrder order = entry_order(entry);
+            std::vector<std::string> row = {fmt::format("{}", std::get<0>(order)),
+                                            fmt::format("{}", std::get<1>(order)),
+                                            fmt::format("{}", std::get<2>(order)),
+                                            std::get<3>(order) + "\n" + user,
+                                            std::string(row_colour(entry.verdict))};
+            for (Field field : fields) row.push_back(field_cell(field, entry, terminal.width != 0));
+            out.send('r', row);
+            break;
+          }
+          case Format::prometheus: break;
+        }
+      };
+      if (own_check.safe()) {
+        auto scanned = judge_area(own, mine.directory, *policy, labels->index, own_filter.locks, show);
+        if (!scanned) {
+          out.send('e', {fmt::format("cannot list Apnea lock directory: {}: {}", mine.directory,
+                                     errno_text(scanned.error()))});
+          return;
+        }
+        own_summary.scanned = *scanned;
+      } else {
+        judge_absent_locks(mine.directory, *policy, labels->index, own_filter.locks, show);
+      }
+      out.send('s', summary_fields(own_summary));
+    };
+    auto receive = [&](const Frame& frame) {
+      const auto& f = frame.fields;
+      switch (frame.type) {
+        case 'c':
+          if (f.size() == 2) {
+            report.check = f[0];
+            report.message = f[1];
+            if (f[0] != "ok" && f[0] != "missing") {
+              report.error = f[1];
+              metric.area_safe = false;
+              metric.scrape_success = f[0] != "unreadable";
+            }
+          }
+          break;
+        case 'e':
+          if (!f.empty()) report.error = f[0];
+          metric.scrape_success = false;
+          break;
+        case 'j':
+          if (!f.empty()) output.json_entry(f[0]);
+          break;
+        case 'l': output.raw_cells(f); break;
+        case 'r':
+          if (f.size() >= 5)
+            output.add_row(EntryOrder{std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2]), f[3]}, f[4],
+                           std::vector<std::string>(f.begin() + 5, f.end()));
+          break;
+        case 's':
+          summaries.push_back(summary_from_fields(f));
+          metric.summary = &summaries.back();
+          merge_summary(summary, summaries.back());
+          break;
+        default: break;
+      }
+    };
+    if (auto ran = survey_as_account(system, account, survey, receive); !ran) {
+      report.error = ran.error();
+      metric.scrape_success = false;
+      metric.summary = nullptr;
+    }
+    if (report.error) problems.push_back(*report.error);
+    reported.push_back(std::move(report));
+    metrics.push_back(std::move(metric));
+  }
+  output.set_extra_json([&](JsonWriter& json) { write_user_areas(json, reported); });
+  std::optional<std::string> error;
+  if (!problems.empty())
+    error = problems.size() == 1 ? problems.front()
+                                 : fmt::format("{} (and {} more)", problems.front(), problems.size() - 1);
+  // The table keeps its footer (about the entries shown); the areas not surveyed are on
+  // standard error, one line each, and in the JSON's "users" and "error".
+  output.end(all, check, summary, {}, format == Format::json ? error : std::nullopt);
+  if (format == Format::prometheus) {
+    // Written whatever the areas hold, so an alert can fire (as for one area).
+    const std::string text = prometheus_text(metrics);
+    if (o.output_file.empty()) {
+      fmt::print("{}", text);
+      std::fflush(stdout);
+    } else if (auto written = write_file_atomically(system, o.output_file, text); !written) {
+      print_error(help.name, written.error());
+      return exit_unsafe;
+    }
+  }
+  for (const std::string& line : problems) print_error(help.name, line);
+  if (!problems.empty()) return exit_unsafe;
+  return summary.attention > 0 ? exit_attention : exit_ok;
+}
+
 }  // namespace
 
 int status_command(const std::vector<std::string>& args) {
@@ -450,6 +700,13 @@ int status_command(const std::vector<std::string>& args) {
   if (!filter) return usage_error(filter.error());
 
   System& system = real_system();
+  if (o.all_users) {
+    if (auto refused = all_users_usage(system, o.area, o.lock_paths.empty() ? "" : "a LOCKPATH"))
+      return usage_error(refused->message);
+    const Terminal terminal = format == Format::table ? terminal_view(system, colour_mode(*parsed), o.notruncate)
+                                                      : Terminal{};
+    return status_all_users(o, format, fields, chosen, *filter, terminal);
+  }
   auto opened = open_lock_area(system, o.area);
   if (!opened) {
     print_error(help.name, opened.error().message);
