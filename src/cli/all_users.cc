@@ -96,6 +96,15 @@ std::string user_name(const AccountArea& area) {
   return area.uid ? fmt::format("{}", *area.uid) : std::string();
 }
 
+LockArea account_lock_area(const AccountArea& area) {
+  LockArea mine;
+  mine.directory = area.lock_directory;
+  mine.explicit_directory = true;
+  mine.may_be_absent = true;
+  if (area.account) mine.home = area.account->home;
+  return mine;
+}
+
 std::string misfit_line(const AccountArea& area) {
   return fmt::format("{}: {}", printable(area.top), area.message());
 }

@@ -46,6 +46,10 @@ std::optional<CommandFailure> all_users_usage(System& system, const AreaOptions&
 /// The user column's text: the account's name, or its uid when the name is empty.
 std::string user_name(const AccountArea& area);
 
+/// The lock area of `area`'s account as that account sees it (its own area, which may not
+/// exist yet; its home), for the survey in the child that has become the account.
+LockArea account_lock_area(const AccountArea& area);
+
 /// One line for an `apnea-*` entry that is not surveyed: "ESCAPED-PATH: what is wrong".
 std::string misfit_line(const AccountArea& area);
 

@@ -488,11 +488,7 @@ int check_all_users(System& system, const CheckOptions& o, const Thresholds& t,
     MetricsReport report = report_of(area);
     auto survey = [&](FrameWriter& out) {
       System& own = real_system();
-      LockArea mine;
-      mine.directory = area.lock_directory;
-      mine.explicit_directory = true;
-      mine.may_be_absent = true;
-      mine.home = account.home;
+      const LockArea mine = account_lock_area(area);
       auto labels = build_labels(own, mine, o.labels);
       if (!labels) {
         out.send('p', {count_text(unknown), labels.error(), "0", "1", "0"});

@@ -512,11 +512,7 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
     // In the child, as the account: the same judging pass as for one account.
     auto survey = [&](FrameWriter& out) {
       System& own = real_system();
-      LockArea mine;
-      mine.directory = area.lock_directory;
-      mine.explicit_directory = true;
-      mine.may_be_absent = true;
-      mine.home = account.home;
+      const LockArea mine = account_lock_area(area);
       auto labels = build_labels(own, mine, o.labels);
       if (!labels) {
         out.send('e', {labels.error()});
