@@ -141,9 +141,14 @@ void fill_mixed_area(const std::string& dir, int n) {
 
 /// One survey's reports. Every survey is judged at the same `now_ns`: reports quote ages
 /// ("unchanged for 2 s"), which would differ between surveys that straddle a second.
+/// A guard age above every guard fill_mixed_area makes (the oldest is an hour): no guard is
+/// old enough for the survey to read the machine's paused processes, which other tests
+/// running at the same time stop and resume, so every survey sees the same facts.
+constexpr std::int64_t hermetic_guard_age_ns = 7'200'000'000'000;
+
 std::vector<std::string> survey_reports(const std::string& dir, unsigned jobs, std::int64_t now_ns) {
   SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
-                                            default_guard_age_ns, true);
+                                            hermetic_guard_age_ns, true);
   settings.judge.now_ns = now_ns;
   settings.jobs = jobs;
   std::vector<std::string> reports;
@@ -185,8 +190,7 @@ TEST_CASE("the guard question answered from the listing agrees with a lookup per
   make_dir(dir);
   fill_mixed_area(dir, 120);
   SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
-                                            default_guard_age_ns, true);
-  settings.judge.paused = real_system().paused_processes();  // as for an old guard
+                                            hermetic_guard_age_ns, true);
   LabelIndex labels;
   std::size_t guarded = 0;
   auto listed = survey_area(real_system(), dir, settings, labels, {}, [&](const JudgedEntry& e) {
