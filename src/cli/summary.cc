@@ -6,6 +6,7 @@
 #include <array>
 
 #include "apnea_locks/names.h"
+#include "apnea_locks/owner.h"
 #include "apnea_locks/policy.h"
 #include "cli/text.h"
 
@@ -180,20 +181,16 @@ std::vector<std::string> word_pieces(std::string_view word, std::size_t first, s
   std::size_t start = 0;
   while (start < word.size()) {
     const std::size_t room = pieces.empty() ? first : rest;
-    std::size_t end = start;
-    std::size_t best = start;
+    // Whole UTF-8 sequences (owner.h's step) while the piece fits; at least one, so a room
+    // too small for any character still makes progress.
+    std::size_t end = start + utf8_step(word.substr(start)).length;
     while (end < word.size()) {
-      std::size_t next = end + 1;  // one character: a UTF-8 lead byte and its continuations
-      while (next < word.size() && (static_cast<unsigned char>(word[next]) & 0xC0) == 0x80) ++next;
+      const std::size_t next = end + utf8_step(word.substr(end)).length;
       if (display_width(printable(shell_word(word.substr(start, next - start)))) > room) break;
-      best = end = next;
+      end = next;
     }
-    if (best == start) {  // not even one character fits: take it anyway, never loop
-      best = start + 1;
-      while (best < word.size() && (static_cast<unsigned char>(word[best]) & 0xC0) == 0x80) ++best;
-    }
-    pieces.push_back(printable(shell_word(word.substr(start, best - start))));
-    start = best;
+    pieces.push_back(printable(shell_word(word.substr(start, end - start))));
+    start = end;
   }
   return pieces;
 }
