@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "apnea_locks/lock_area.h"
@@ -356,7 +357,36 @@ std::string OwnerRejection::reason() const {
   return "unknown";
 }
 
+namespace {
+
+/// Apnea's own records, `{"pid":N,"token":"<uuid v4>"}` byte for byte (N 1 to 15 digits
+/// without a leading zero, so exact as a double; the token of ASCII letters, digits and
+/// `-` only): the owner JSON.parse gives them, read without the parser. Anything else
+/// (spaces, escapes, other members, other orders): nothing, and the parser decides.
+std::optional<Owner> decode_canonical(std::string_view bytes) {
+  constexpr std::string_view head = "{\"pid\":", middle = ",\"token\":\"", tail = "\"}";
+  if (bytes.size() < head.size() + middle.size() + tail.size() + 2 || !bytes.starts_with(head) ||
+      !bytes.ends_with(tail))
+    return std::nullopt;
+  std::string_view rest = bytes.substr(head.size(), bytes.size() - head.size() - tail.size());
+  std::int64_t pid = 0;
+  std::size_t digits = 0;
+  for (; digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9'; ++digits)
+    pid = pid * 10 + (rest[digits] - '0');
+  if (digits == 0 || digits > 15 || rest[0] == '0') return std::nullopt;
+  rest.remove_prefix(digits);
+  if (!rest.starts_with(middle) || rest.size() == middle.size()) return std::nullopt;
+  rest.remove_prefix(middle.size());
+  for (const char c : rest)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-'))
+      return std::nullopt;
+  return Owner{static_cast<double>(pid), std::string(rest)};
+}
+
+}  // namespace
+
 std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes) {
+  if (std::optional<Owner> owner = decode_canonical(bytes)) return *std::move(owner);
   std::string text = utf8_with_replacement(bytes);
   json::parse_options options;
   options.max_depth = text.size() + 1;  // JSON.parse has no depth limit

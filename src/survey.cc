@@ -219,19 +219,20 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   auto label_of = [&](const EntryFacts& facts) -> const EntryLabel* {
     return facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
   };
-  auto judge = [&](const EntryFacts& facts) {
-    if (!needs_paused(facts, settings)) return judge_entry(facts, settings, label_of(facts));
+  auto judge = [&](const EntryFacts& facts, const EntryLabel* label) {
+    if (!needs_paused(facts, settings)) return judge_entry(facts, settings, label);
     std::call_once(paused_once, [&] {
       with_paused = settings;
       with_paused.judge.paused = system.paused_processes();
     });
-    return judge_entry(facts, with_paused, label_of(facts));
+    return judge_entry(facts, with_paused, label);
   };
 
   struct Judged {
     EntryFacts facts;
     Verdict verdict;
     Decision decision;
+    const EntryLabel* label;
   };
   // Gathers, judges and re-confirms entry `index`; nothing when it vanished.
   auto survey_one = [&](std::size_t index) -> std::optional<Judged> {
@@ -244,7 +245,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     const std::uint32_t uid = settings.judge.area_uid;
     EntryFacts facts = gather_entry_in(system, dir, name, std::move(parsed), uid, processes, guard);
     if (!facts.stat && !facts.kept_changing) return std::nullopt;  // vanished since the listing
-    auto judged = judge(facts);
+    const EntryLabel* label = label_of(facts);  // the name's: the same for every re-read
+    auto judged = judge(facts, label);
     // A verdict of death is re-confirmed before it is reported: the lock must still be the
     // same object with the same owner record after the probe, else it changed under us (a
     // release, then a new owner) and is gathered again, with fresh probes. Only a lock's
@@ -263,15 +265,15 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
                                 GuardListing::unknown);
         if (!facts.stat && !facts.kept_changing) return std::nullopt;  // released for good
       }
-      judged = judge(facts);
+      judged = judge(facts, label);
     }
-    return Judged{std::move(facts), std::move(judged.first), std::move(judged.second)};
+    return Judged{std::move(facts), std::move(judged.first), std::move(judged.second), label};
   };
 
   std::set<std::string> absent = expected_locks;
   auto deliver = [&](const Judged& judged) {
     if (judged.facts.parsed.role == EntryRole::lock) absent.erase(judged.facts.name);
-    visit(JudgedEntry{judged.facts, judged.verdict, judged.decision, label_of(judged.facts)});
+    visit(JudgedEntry{judged.facts, judged.verdict, judged.decision, judged.label});
   };
 
   const std::size_t count = names.size();
@@ -386,8 +388,9 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     facts.name = name;
     facts.path = entry_path(directory, name);
     facts.parsed = parse_entry_name(name);
-    const auto judged = judge(facts);
-    visit(JudgedEntry{facts, judged.first, judged.second, label_of(facts)});
+    const EntryLabel* label = label_of(facts);
+    const auto judged = judge(facts, label);
+    visit(JudgedEntry{facts, judged.first, judged.second, label});
   }
   return count;
 }

@@ -26,7 +26,7 @@ bool known(const EntryView& e) { return e.facts.parsed.role != EntryRole::unknow
 std::string yes_no(bool value) { return value ? "yes" : "no"; }
 
 /// A member holding `text`, or null when `present` is false.
-void text_or_null(JsonWriter& json, std::string_view key, bool present, std::string_view text) {
+void text_or_null(JsonWriter& json, const JsonKey& key, bool present, std::string_view text) {
   json.key(key);
   if (present) json.string(text);
   else json.null();
@@ -94,13 +94,19 @@ std::string mtime_text(const EntryView& e) {
 std::string user_text(const EntryView& e) { return e.user != nullptr ? *e.user : ""; }
 
 // The JSON member(s) of each field.
-void kind_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "kind", known(e), kind_text(e)); }
-void key_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "key", known(e), key_text(e)); }
-void role_json(JsonWriter& j, const EntryView& e) { j.key("role").string(role_text(e)); }
-void state_json(JsonWriter& j, const EntryView& e) { j.key("state").string(state_text(e)); }
+// (Written from the facts directly, not through the text functions' strings: status
+// writes some 45 members an entry.)
+void kind_json(JsonWriter& j, const EntryView& e) {
+  text_or_null(j, "kind", known(e), kind_name(e.facts.parsed.kind));
+}
+void key_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "key", known(e), e.facts.parsed.key); }
+void role_json(JsonWriter& j, const EntryView& e) { j.key("role").string(role_name(e.verdict.role)); }
+void state_json(JsonWriter& j, const EntryView& e) { j.key("state").string(state_name(e.verdict.state)); }
 void reason_json(JsonWriter& j, const EntryView& e) { j.key("reason").string(e.verdict.reason); }
 void apnea_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "apnea_verdict", e.verdict.apnea_verdict.has_value(), apnea_text(e));
+  j.key("apnea_verdict");
+  if (e.verdict.apnea_verdict) j.string(apnea_verdict_name(*e.verdict.apnea_verdict));
+  else j.null();
 }
 void pid_json(JsonWriter& j, const EntryView& e) {
   j.key("pid");
@@ -110,10 +116,11 @@ void pid_json(JsonWriter& j, const EntryView& e) {
   else j.string(pid_text(owner->pid));  // JSON has no Infinity
 }
 void token_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "token", accepted_owner(e.facts) != nullptr, token_text(e));
+  const Owner* owner = accepted_owner(e.facts);
+  text_or_null(j, "token", owner != nullptr, owner != nullptr ? std::string_view(owner->token) : "");
 }
 void user_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "user", e.user != nullptr, user_text(e));
+  text_or_null(j, "user", e.user != nullptr, e.user != nullptr ? std::string_view(*e.user) : "");
 }
 void age_json(JsonWriter& j, const EntryView& e) {
   j.key("age_ms");
@@ -121,21 +128,27 @@ void age_json(JsonWriter& j, const EntryView& e) {
   else j.null();
 }
 void command_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "command", process_info(e.facts) != nullptr, command_text(e));
+  const ProcessInfo* info = process_info(e.facts);
+  text_or_null(j, "command", info != nullptr, info != nullptr ? std::string_view(info->command) : "");
 }
 void started_json(JsonWriter& j, const EntryView& e) {
   const ProcessInfo* info = process_info(e.facts);
-  text_or_null(j, "started", info != nullptr, info != nullptr ? format_time(info->start_time_ns, true) : "");
+  j.key("started");
+  if (info != nullptr) j.string(format_time_text(info->start_time_ns, true));
+  else j.null();
 }
-void label_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "label", e.label != nullptr, label_text(e)); }
+void label_json(JsonWriter& j, const EntryView& e) {
+  text_or_null(j, "label", e.label != nullptr, e.label != nullptr ? std::string_view(e.label->path) : "");
+}
 void fix_json(JsonWriter& j, const EntryView& e) {
   text_or_null(j, "fix", !e.verdict.fix.empty(), e.verdict.fix);
   j.key("fix_argv");
   write_argv(j, e.verdict.fix_argv);
 }
 void written_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "written", has_written(e),
-               has_written(e) ? format_time(e.facts.owner->owner_stat->mtime_ns, true) : "");
+  j.key("written");
+  if (has_written(e)) j.string(format_time_text(e.facts.owner->owner_stat->mtime_ns, true));
+  else j.null();
 }
 void name_json(JsonWriter& j, const EntryView& e) { j.key("name").string(e.facts.name); }
 void path_json(JsonWriter& j, const EntryView& e) { j.key("path").string(e.facts.path); }
@@ -143,18 +156,30 @@ void attention_json(JsonWriter& j, const EntryView& e) { j.key("needs_attention"
 void self_heals_json(JsonWriter& j, const EntryView& e) { j.key("apnea_self_heals").boolean(e.verdict.apnea_self_heals); }
 void certain_json(JsonWriter& j, const EntryView& e) { j.key("certain").boolean(e.verdict.certain); }
 void guard_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "guard", e.verdict.role == EntryRole::lock, guard_text(e));
+  j.key("guard");
+  if (e.verdict.role == EntryRole::lock) j.string(guard_state_name(e.verdict.guard));
+  else j.null();
 }
-void proof_json(JsonWriter& j, const EntryView& e) { j.key("proof").string(proof_text(e)); }
+void proof_json(JsonWriter& j, const EntryView& e) { j.key("proof").string(proof_class_name(e.verdict.proof_class)); }
 void proof_name_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "proof_name", e.verdict.proof != DeathProof::none, proof_name_text(e));
+  j.key("proof_name");
+  if (e.verdict.proof != DeathProof::none) j.string(proof_name(e.verdict.proof));
+  else j.null();
 }
 void decision_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "decision", e.decision != nullptr, decision_text(e));
+  j.key("decision");
+  if (e.decision != nullptr) j.string(plan_action_name(e.decision->action));
+  else j.null();
 }
-void why_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "decision_why", e.decision != nullptr, why_text(e)); }
+void why_json(JsonWriter& j, const EntryView& e) {
+  j.key("decision_why");
+  if (e.decision != nullptr) j.string(e.decision->why);
+  else j.null();
+}
 void next_step_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "next_step", e.decision != nullptr && !e.decision->next_step.empty(), next_step_text(e));
+  j.key("next_step");
+  if (e.decision != nullptr && !e.decision->next_step.empty()) j.string(e.decision->next_step);
+  else j.null();
 }
 void force_json(JsonWriter& j, const EntryView& e) { j.key("force_required").boolean(e.verdict.force_required); }
 void clock_void_json(JsonWriter& j, const EntryView& e) { j.key("clock_void").boolean(e.verdict.death.clock_void); }
@@ -162,8 +187,16 @@ void lock_name_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "lock_n
 void suffix_json(JsonWriter& j, const EntryView& e) {
   text_or_null(j, "suffix", !e.facts.parsed.suffix.empty(), e.facts.parsed.suffix);
 }
-void type_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "type", e.facts.stat.has_value(), type_text(e)); }
-void mtime_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "mtime", e.facts.stat.has_value(), mtime_text(e)); }
+void type_json(JsonWriter& j, const EntryView& e) {
+  j.key("type");
+  if (e.facts.stat) j.string(file_type_name(e.facts.stat->type));
+  else j.null();
+}
+void mtime_json(JsonWriter& j, const EntryView& e) {
+  j.key("mtime");
+  if (e.facts.stat) j.string(format_time_text(e.facts.stat->mtime_ns, true));
+  else j.null();
+}
 
 }  // namespace
 

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <cstdint>
 #include <cstring>
 
@@ -14,28 +17,44 @@ namespace {
 
 /// True when `text` can stand between quotes as it is: printable ASCII without `"` or `\`.
 /// Nearly every string status writes (names, paths, tokens, reasons) is like this; status
-/// checks some 800 bytes per entry, so 16 at a time (GCC/Clang vector extensions).
+/// checks some 1,200 bytes per entry, so 16 at a time (SSE2; GCC vector extensions elsewhere).
 bool plain_ascii(std::string_view text) {
-  using bytes16 = unsigned char __attribute__((vector_size(16)));
-  auto plain16 = [](const char* at) {
-    bytes16 v;
-    std::memcpy(&v, at, 16);
-    const auto bad = (v < 0x20) | (v >= 0x7f) | (v == '"') | (v == '\\');
-    std::uint64_t halves[2];
-    std::memcpy(halves, &bad, 16);
-    return (halves[0] | halves[1]) == 0;
-  };
   const std::size_t n = text.size();
   if (n >= 16) {
+#if defined(__SSE2__)
+    // A byte is bad when, signed, it is below 0x20 (controls and every byte >= 0x80), or
+    // it is DEL, '"' or '\\'.
+    const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f);
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    auto bad16 = [&](const char* at) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+      const __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(v, space), _mm_cmpeq_epi8(v, del)),
+                                       _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)));
+      return _mm_movemask_epi8(bad) != 0;
+    };
+#else
+    using bytes16 = unsigned char __attribute__((vector_size(16)));
+    auto bad16 = [](const char* at) {
+      bytes16 v;
+      std::memcpy(&v, at, 16);
+      const auto bad = (v < 0x20) | (v >= 0x7f) | (v == '"') | (v == '\\');
+      std::uint64_t halves[2];
+      std::memcpy(halves, &bad, 16);
+      return (halves[0] | halves[1]) != 0;
+    };
+#endif
     std::size_t i = 0;
     for (; i + 16 <= n; i += 16)
-      if (!plain16(text.data() + i)) return false;
-    return i == n || plain16(text.data() + n - 16);  // the rest, overlapping
+      if (bad16(text.data() + i)) return false;
+    return i == n || !bad16(text.data() + n - 16);  // the rest, overlapping
   }
-  char padded[16];  // short (most keys): padded with a plain byte, checked the same way
-  std::memset(padded, 'a', sizeof padded);
-  if (n > 0) std::memcpy(padded, text.data(), n);  // (an empty view's data may be null)
-  return plain16(padded);
+  unsigned bad = 0;  // short: byte by byte, no copy
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    bad |= static_cast<unsigned>(c < 0x20) | static_cast<unsigned>(c >= 0x7f) |
+           static_cast<unsigned>(c == '"') | static_cast<unsigned>(c == '\\');
+  }
+  return bad == 0;
 }
 
 /// Appends `text` as a JSON string literal to `out` (see json_string).
@@ -118,9 +137,18 @@ void JsonWriter::put_large(std::string_view text) {
 
 void JsonWriter::put_string(std::string_view text) {
   if (!plain_ascii(text)) return put(json_string(text));
-  put('"');
-  put(text);
-  put('"');
+  if (chunk_size - used_ < text.size() + 2) {
+    put('"');
+    put(text);
+    put('"');
+    return;
+  }
+  char* at = buffer_.get() + used_;
+  *at++ = '"';
+  if (!text.empty()) std::memcpy(at, text.data(), text.size());
+  at += text.size();
+  *at++ = '"';
+  used_ = static_cast<std::size_t>(at - buffer_.get());
 }
 
 void JsonWriter::newline() {
@@ -175,31 +203,37 @@ void JsonWriter::end_array() {
   put(']');
 }
 
-JsonWriter& JsonWriter::key(std::string_view name) {
-  // The common case in one go: `,` newline indent `"name": ` (status writes ~35 keys/entry).
+JsonWriter& JsonWriter::key(const JsonKey& key) {
+  // The common case in one go: `,` newline indent `"name": ` (status writes ~45 keys an
+  // entry), with fixed-size copies: the indent from a row of spaces, the name from the
+  // key's padded bytes (checked when the program was compiled). Deeper than
+  // `indent_limit` levels, or near the end of the buffer: one piece at a time.
+  constexpr std::size_t indent_limit = 32;
+  static constexpr char spaces[indent_limit + 1] = "                                ";
   const std::size_t indent = 2 * stack_.size();
-  const std::size_t size = indent + name.size() + 6;
-  if (after_key_ || stack_.empty() || size > chunk_size || !plain_ascii(name)) {
-    before_value();
-    put_string(name);
-    put(": ");
-    after_key_ = true;
-    return *this;
-  }
-  if (chunk_size - used_ < size) flush_buffer();
+  if (after_key_ || stack_.empty() || indent > indent_limit) return key_text(key.view());
+  constexpr std::size_t most = 1 + 1 + indent_limit + 1 + JsonKey::max_size + 1 + 3;
+  if (chunk_size - used_ < most) flush_buffer();
   char* at = buffer_.get() + used_;
   if (!stack_.back().empty) *at++ = ',';
   stack_.back().empty = false;
   *at++ = '\n';
-  std::memset(at, ' ', indent);
+  std::memcpy(at, spaces, indent_limit);
   at += indent;
   *at++ = '"';
-  if (!name.empty()) std::memcpy(at, name.data(), name.size());
-  at += name.size();
-  *at++ = '"';
-  *at++ = ':';
-  *at++ = ' ';
+  std::memcpy(at, key.padded(), JsonKey::max_size + 1);
+  at += key.view().size();
+  std::memcpy(at, "\": ", 3);
+  at += 3;
   used_ = static_cast<std::size_t>(at - buffer_.get());
+  after_key_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::key_text(std::string_view name) {
+  before_value();
+  put_string(name);
+  put(": ");
   after_key_ = true;
   return *this;
 }

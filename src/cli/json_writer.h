@@ -21,6 +21,33 @@ std::string json_safe(std::string_view serialized);
 /// invalid UTF-8 replaced by U+FFFD (as Node decodes it), so the document is always valid.
 std::string json_string(std::string_view text);
 
+/// A member name fixed when the program is compiled, and checked then: printable ASCII
+/// without a quote or backslash, so it is written as it is, with no escaping at run time.
+class JsonKey {
+ public:
+  /// The longest name a JsonKey holds.
+  static constexpr std::size_t max_size = 31;
+  /// `name` must be a string literal; one that would need escaping, or is longer than
+  /// max_size, fails to compile.
+  template <std::size_t N>
+  consteval JsonKey(const char (&name)[N]) : size_(N - 1) {  // NOLINT: implicit on purpose
+    if (N - 1 > max_size) throw "a JSON key longer than JsonKey::max_size";
+    for (std::size_t i = 0; i < N - 1; ++i) {
+      const char c = name[i];
+      if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') throw "a JSON key that needs escaping";
+      text_[i] = c;
+    }
+  }
+  /// The name.
+  constexpr std::string_view view() const { return {text_, size_}; }
+  /// The name padded to max_size + 1 bytes (the writer copies them whole).
+  constexpr const char* padded() const { return text_; }
+
+ private:
+  char text_[max_size + 1] = {};
+  std::size_t size_;
+};
+
 /// Writes one JSON document as it goes, indented by two spaces per level, handing it to
 /// `out` in chunks of 64 KiB (and at finish() or destruction). Calls must nest correctly;
 /// keys only inside objects.
@@ -41,8 +68,11 @@ class JsonWriter {
   void begin_array();
   /// Closes the innermost array.
   void end_array();
-  /// The next value belongs to member `name`.
-  JsonWriter& key(std::string_view name);
+  /// The next value belongs to member `name` (a literal: see JsonKey).
+  JsonWriter& key(const JsonKey& name);
+  /// The next value belongs to member `name`, a name known only at run time (escaped as
+  /// json_string escapes it).
+  JsonWriter& key_text(std::string_view name);
   /// A string value (see json_string).
   void string(std::string_view text);
   /// A string, or null when there is none.

@@ -271,7 +271,7 @@ void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std:
   }
   json.end_array();
   json.key("summary").begin_object();
-  for (const auto& [name, count] : counts) json.key(name).integer(count);
+  for (const auto& [name, count] : counts) json.key_text(name).integer(count);
   json.end_object();
   json.key("found").boolean(found);
   // The same hint objects as status and inspect write (docs/apnea-locks.schema.json).

@@ -135,10 +135,10 @@ void write_summary_json(JsonWriter& json, const AreaSummary& summary) {
   json.key("entries").integer(static_cast<std::int64_t>(summary.shown));
   json.key("needs_attention").integer(static_cast<std::int64_t>(summary.attention));
   json.key("states").begin_object();
-  for (const auto& [name, count] : summary.states) json.key(name).integer(static_cast<std::int64_t>(count));
+  for (const auto& [name, count] : summary.states) json.key_text(name).integer(static_cast<std::int64_t>(count));
   json.end_object();
   json.key("roles").begin_object();
-  for (const auto& [name, count] : summary.roles) json.key(name).integer(static_cast<std::int64_t>(count));
+  for (const auto& [name, count] : summary.roles) json.key_text(name).integer(static_cast<std::int64_t>(count));
   json.end_object();
   json.key("next");
   if (!summary.next) {

@@ -17,7 +17,8 @@ std::string format_age(std::int64_t ns) {
   return fmt::format("{}d{:02}h", seconds / 86400, seconds % 86400 / 3600);
 }
 
-std::string format_time(std::int64_t ns_since_epoch, bool millis) {
+TimeText format_time_text(std::int64_t ns_since_epoch, bool millis) {
+  TimeText out;
   std::int64_t seconds = ns_since_epoch / 1'000'000'000;
   std::int64_t rest = ns_since_epoch % 1'000'000'000;
   if (rest < 0) {
@@ -45,10 +46,13 @@ std::string format_time(std::int64_t ns_since_epoch, bool millis) {
     std::tm tm{};
     const auto t = static_cast<std::time_t>(seconds);
     ::gmtime_r(&t, &tm);
-    if (millis) return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", tm, rest / 1'000'000);
-    return fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", tm);
+    const auto written =
+        millis ? fmt::format_to_n(out.text, sizeof out.text, "{:%Y-%m-%dT%H:%M:%S}.{:03}Z", tm, rest / 1'000'000)
+               : fmt::format_to_n(out.text, sizeof out.text, "{:%Y-%m-%dT%H:%M:%S}Z", tm);
+    out.size = std::min(written.size, sizeof out.text);
+    return out;
   }
-  char text[] = "0000-00-00T00:00:00.000Z";
+  char* const text = out.text;
   auto digits = [&](std::size_t at, std::int64_t value, int width) {
     for (int i = width - 1; i >= 0; --i, value /= 10)
       text[at + static_cast<std::size_t>(i)] = static_cast<char>('0' + value % 10);
@@ -59,9 +63,23 @@ std::string format_time(std::int64_t ns_since_epoch, bool millis) {
   digits(11, second_of_day / 3'600, 2);
   digits(14, second_of_day / 60 % 60, 2);
   digits(17, second_of_day % 60, 2);
-  if (!millis) return std::string(text, 19) + "Z";
+  text[4] = text[7] = '-';
+  text[10] = 'T';
+  text[13] = text[16] = ':';
+  if (!millis) {
+    text[19] = 'Z';
+    out.size = 20;
+    return out;
+  }
+  text[19] = '.';
   digits(20, static_cast<int>(rest / 1'000'000), 3);
-  return std::string(text, 24);
+  text[23] = 'Z';
+  out.size = 24;
+  return out;
+}
+
+std::string format_time(std::int64_t ns_since_epoch, bool millis) {
+  return std::string(format_time_text(ns_since_epoch, millis));
 }
 
 std::string duration_text(std::int64_t ns) {

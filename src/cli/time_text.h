@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace apnea_locks::cli {
 
@@ -18,6 +20,18 @@ std::string format_age(std::int64_t ns);
 
 /// UTC time as "2024-05-01T12:34:56Z" (with ".123" milliseconds when `millis`).
 std::string format_time(std::int64_t ns_since_epoch, bool millis = false);
+
+/// format_time's text in a buffer of its own (no allocation: status writes two or three
+/// an entry).
+struct TimeText {
+  char text[40];
+  std::size_t size = 0;
+  /// The text.
+  operator std::string_view() const { return {text, size}; }  // NOLINT: implicit on purpose
+};
+
+/// format_time, into a TimeText.
+TimeText format_time_text(std::int64_t ns_since_epoch, bool millis = false);
 
 /// A duration in its largest exact unit: "0s", "90s", "5m", "2h", "30d"; below a second,
 /// or not a whole number of seconds, in milliseconds: "250ms", "1500ms".
