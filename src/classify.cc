@@ -58,7 +58,10 @@ std::string_view guard_state_name(GuardState state) {
   return "none";
 }
 
-std::string shell_word(std::string_view word) {
+namespace {
+
+/// Appends `word` quoted for a POSIX shell when it needs quoting (else as it is) to `out`.
+void append_shell_word(std::string& out, std::string_view word) {
   static constexpr auto safe = [] {  // characters no POSIX shell treats specially
     std::array<bool, 256> table{};
     for (unsigned char c : std::string_view("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -69,15 +72,36 @@ std::string shell_word(std::string_view word) {
   const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
     return safe[static_cast<unsigned char>(c)];
   });
-  if (plain && word.front() != '=') return std::string(word);
-  std::string out;
-  out.reserve(word.size() + 2);
+  if (plain && word.front() != '=') {
+    out.append(word);
+    return;
+  }
   out += '\'';
   for (char c : word) {
     if (c == '\'') out += "'\\''";
     else out += c;
   }
   out += '\'';
+}
+
+}  // namespace
+
+std::string shell_word(std::string_view word) {
+  std::string out;
+  out.reserve(word.size() + 2);
+  append_shell_word(out, word);
+  return out;
+}
+
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::size_t size = 0;
+  for (const std::string& word : argv) size += word.size() + 3;
+  std::string out;
+  out.reserve(size);
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    append_shell_word(out, word);
+  }
   return out;
 }
 

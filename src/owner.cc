@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -571,9 +572,19 @@ OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, s
     return fail(rejection);
   }
 
-  std::string owner_path(lock);
-  owner_path += '/';
-  owner_path += owner_file_name;
+  // `<lock>/owner.json`, on the stack for the names a lock area holds.
+  char small[320];
+  std::string large;
+  std::string_view owner_path;
+  if (const std::size_t size = lock.size() + 1 + owner_file_name.size(); size <= sizeof small) {
+    if (!lock.empty()) std::memcpy(small, lock.data(), lock.size());
+    small[lock.size()] = '/';
+    std::memcpy(small + lock.size() + 1, owner_file_name.data(), owner_file_name.size());
+    owner_path = std::string_view(small, size);
+  } else {
+    large.append(lock).append("/").append(owner_file_name);
+    owner_path = large;
+  }
   auto fd = system.open_read_in(dir, owner_path);
   if (!fd) {
     if (fd.error() == std::errc::no_such_file_or_directory)

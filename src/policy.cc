@@ -333,13 +333,5 @@ std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdic
   return {};
 }
 
-std::string shell_command(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const std::string& word : argv) {
-    if (!out.empty()) out += ' ';
-    out += shell_word(word);
-  }
-  return out;
-}
 
 }  // namespace apnea_locks

@@ -97,11 +97,12 @@ class PackedNames {
       return {};
     }
     const std::size_t at = bytes_.size();
-    bytes_ += static_cast<char>(1 + static_cast<int>(packed.kind) * 8 + static_cast<int>(packed.role));
+    char head[34];  // the tag, 32 bytes of key, the suffix's size: appended in one piece
+    head[0] = static_cast<char>(1 + static_cast<int>(packed.kind) * 8 + static_cast<int>(packed.role));
     for (std::size_t i = 0; i < 64; i += 2)
-      bytes_ += static_cast<char>(hex_value(packed.key[i]) * 16 + hex_value(packed.key[i + 1]));
-    bytes_ += static_cast<char>(packed.suffix.size());
-    bytes_ += packed.suffix;
+      head[1 + i / 2] = static_cast<char>(hex_value(packed.key[i]) * 16 + hex_value(packed.key[i + 1]));
+    head[33] = static_cast<char>(packed.suffix.size());
+    bytes_.append(head, sizeof head).append(packed.suffix);
     if (packed.role != EntryRole::reclaim_guard) return {};
     std::string lock = name_at(at);
     lock.resize(lock.size() - role_suffix(EntryRole::reclaim_guard).size());
@@ -109,6 +110,22 @@ class PackedNames {
   }
   std::size_t size() const { return starts_.size(); }
   std::string name(std::size_t index) const { return name_at(starts_[index]); }
+  /// The name of entry `index` and what it says (parse_entry_name of it, without parsing
+  /// it again: the packed form holds its parts).
+  std::pair<std::string, EntryName> entry(std::size_t index) const {
+    const std::size_t at = starts_[index];
+    std::string name = name_at(at);
+    const auto tag = static_cast<unsigned char>(bytes_[at]);
+    if (tag == 0) return {std::move(name), EntryName{}};
+    EntryName parsed;
+    parsed.kind = static_cast<LockKind>((tag - 1) / 8);
+    parsed.role = static_cast<EntryRole>((tag - 1) % 8);
+    const std::size_t key_at = kind_name(parsed.kind).size() + 1;
+    parsed.key = name.substr(key_at, 64);
+    const std::size_t suffix_size = static_cast<unsigned char>(bytes_[at + 33]);
+    parsed.suffix = name.substr(name.size() - suffix_size);
+    return {std::move(name), std::move(parsed)};
+  }
 
  private:
   static int hex_value(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
@@ -236,8 +253,7 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   };
   // Gathers, judges and re-confirms entry `index`; nothing when it vanished.
   auto survey_one = [&](std::size_t index) -> std::optional<Judged> {
-    const std::string name = names.name(index);
-    EntryName parsed = parse_entry_name(name);
+    auto [name, parsed] = names.entry(index);
     GuardListing guard = GuardListing::unknown;
     if (parsed.role != EntryRole::unknown && parsed.role != EntryRole::reclaim_guard)
       guard = !guarded.empty() && guarded.contains(parsed.lock_name()) ? GuardListing::present

@@ -165,6 +165,30 @@ std::optional<std::string_view> status_field(std::string_view status, std::strin
   return value;
 }
 
+/// `text` as a NUL-terminated string for a system call: in a buffer on the stack when it
+/// fits (names in a lock area do), else on the heap. (A NUL inside ends it, as c_str does.)
+class CName {
+ public:
+  explicit CName(std::string_view text) {
+    if (text.size() < sizeof small_) {
+      if (!text.empty()) std::memcpy(small_, text.data(), text.size());
+      small_[text.size()] = '\0';
+      ptr_ = small_;
+    } else {
+      large_.assign(text);
+      ptr_ = large_.c_str();
+    }
+  }
+  CName(const CName&) = delete;
+  CName& operator=(const CName&) = delete;
+  const char* c_str() const { return ptr_; }
+
+ private:
+  char small_[256];
+  std::string large_;
+  const char* ptr_;
+};
+
 /// Reads `dir` to its end (or until `visit` returns false), skipping "." and "..", then
 /// closes it; the readdir error, if any.
 SysResult<void> read_entries(DIR* dir, const std::function<bool(const struct dirent&)>& visit) {
@@ -420,7 +444,7 @@ class RealSystem final : public System {
 
   SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) override {
     if (dir.fd < 0) return lstat(dir.join(name));
-    const std::string relative(name);
+    const CName relative(name);
     struct stat st {};
     if (::fstatat(dir.fd, relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail_errno();
     return from_stat(st);
@@ -428,7 +452,7 @@ class RealSystem final : public System {
 
   SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) override {
     if (dir.fd < 0) return open_read(dir.join(relative));
-    const std::string name(relative);
+    const CName name(relative);
     struct open_how how {};
     how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;

@@ -48,6 +48,25 @@ TEST_CASE("json_string escapes and always yields valid UTF-8") {
   CHECK(json_string("bad\xff") == "\"bad\xef\xbf\xbd\"");
 }
 
+TEST_CASE("json_string finds a byte that needs escaping at any place in a text of any length") {
+  // The plain-text check works 16, 8 or 4 bytes at a time depending on the length: a bad
+  // byte must be found at every position of every length, and a plain text left as it is.
+  for (std::size_t size = 0; size <= 40; ++size) {
+    const std::string plain(size, 'k');
+    CHECK(json_string(plain) == "\"" + plain + "\"");
+    for (std::size_t at = 0; at < size; ++at) {
+      for (const char bad : {'\x00', '\x1f', '\x7f', '"', '\\', '\x80', '\xff'}) {
+        std::string text = plain;
+        text[at] = bad;
+        CAPTURE(size);
+        CAPTURE(at);
+        CHECK(json_string(text) != "\"" + text + "\"");
+      }
+    }
+  }
+  CHECK(json_string("~ !#$%&'()*+,-./09:;<=>?@AZ[]^_`az{|}") == "\"~ !#$%&'()*+,-./09:;<=>?@AZ[]^_`az{|}\"");
+}
+
 TEST_CASE("JsonWriter writes one parseable document as it goes") {
   const std::string out = capture([](std::FILE* file) {
     JsonWriter json(file);
@@ -118,6 +137,8 @@ TEST_CASE("text forms: printable, shorten, ages, times, bytes, modes") {
   CHECK(format_time(0) == "1970-01-01T00:00:00Z");
   CHECK(format_time(1'700'000'000'123'456'789, true) == "2023-11-14T22:13:20.123Z");
   CHECK(format_time(-1, true) == "1969-12-31T23:59:59.999Z");
+  CHECK(std::string_view(format_time_text(1'700'000'000'123'456'789)) == "2023-11-14T22:13:20Z");
+  CHECK(std::string_view(format_time_text(-1, true)) == "1969-12-31T23:59:59.999Z");
   CHECK(escape_bytes(std::string("{\"a\":\n\x00\xff}", 9)) == "{\\\"a\\\":\\n\\x00\\xff}");
   CHECK(format_mode(0700) == "0700");
 }

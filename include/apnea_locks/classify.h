@@ -103,4 +103,7 @@ Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const En
 /// Quotes `word` for a POSIX shell when it needs quoting (else returns it unchanged).
 std::string shell_word(std::string_view word);
 
+/// `argv` as one POSIX shell command line (each word quoted as shell_word quotes it).
+std::string shell_command(const std::vector<std::string>& argv);
+
 }  // namespace apnea_locks

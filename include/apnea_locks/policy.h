@@ -77,7 +77,5 @@ std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdic
 std::vector<std::string> reclaim_argv(const EntryFacts& facts, const EntryLabel* label, bool force,
                                       const FixContext& context);
 
-/// `argv` as one POSIX shell command line (each word quoted by shell_word).
-std::string shell_command(const std::vector<std::string>& argv);
 
 }  // namespace apnea_locks

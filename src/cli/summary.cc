@@ -84,10 +84,13 @@ void AreaSummary::add(const EntryView& entry) {
       next = std::move(step);
     }
   }
-  const std::string state(state_name(verdict.state));
-  const std::string role(role_name(verdict.role));
-  ++states[state];
-  ++roles[role];
+  // Counted by name, looked up without making a string (the names are few).
+  auto count = [](auto& by_name, std::string_view name) {
+    if (auto found = by_name.find(name); found != by_name.end()) ++found->second;
+    else by_name.emplace(std::string(name), 1);
+  };
+  count(states, state_name(verdict.state));
+  count(roles, role_name(verdict.role));
   // The metrics' labels are fields of the one field table (fields.h).
   std::array<std::string, 3> labels;
   const auto& label_fields = prometheus_label_fields();

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -52,8 +53,8 @@ struct AreaSummary {
   std::size_t scanned = 0;    ///< entries listed (set by the caller)
   std::size_t shown = 0;      ///< entries added
   std::size_t attention = 0;  ///< entries needing attention
-  std::map<std::string, std::size_t> states;  ///< by state name
-  std::map<std::string, std::size_t> roles;   ///< by role name
+  std::map<std::string, std::size_t, std::less<>> states;  ///< by state name
+  std::map<std::string, std::size_t, std::less<>> roles;   ///< by role name
   std::map<EntryClass, std::size_t> classes;  ///< by (kind, role, state)
   std::size_t locks = 0;            ///< locks present (role lock, not free)
   std::size_t live = 0;             ///< locks in state live
