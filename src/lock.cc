@@ -9,6 +9,7 @@
 #include "apnea_locks/audit.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/probe.h"
+#include "detail/owner.h"
 
 namespace apnea_locks {
 namespace {
@@ -172,7 +173,7 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
     }
     // A release may rename the lock away (and a new owner publish another) while we read
     // it: that is a race to retry, never malformed metadata (Apnea 0.2.2 says malformed).
-    SettledRead settled = read_owner_settled(system, lock, uid, 2);
+    detail::SettledRead settled = detail::read_owner_settled(system, lock, uid, 2);
     if (!settled.settled || (!settled.read.owner && settled.read.owner.error().lock_vanished()))
       continue;
     const OwnerRead& read = settled.read;

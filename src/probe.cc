@@ -9,8 +9,27 @@
 #include <cmath>
 #include <cstdio>
 
+#include "detail/probe.h"
+
 namespace apnea_locks {
+using detail::device_idmapped;
+using detail::filesystem_name;
+using detail::local_filesystem_magic;
+using detail::minimum_reuse_tolerance_ns;
+using detail::MountEntry;
+using detail::namespace_carriers;
+using detail::parse_mountinfo;
+using detail::pid_max_limit;
+using detail::proc_options_hide_processes;
+
 namespace {
+/// The inode of the initial PID namespace (/proc/self/ns/pid).
+constexpr std::uint64_t initial_pid_namespace_inode = 4026531836;
+/// The inode of the initial user namespace (/proc/self/ns/user).
+constexpr std::uint64_t initial_user_namespace_inode = 4026531837;
+/// How far btime and the birth of /dev may differ before clock evidence is void: 60 s.
+constexpr std::int64_t clock_step_limit_ns = 60'000'000'000;
+
 /// The largest pid Node's process.kill accepts (`pid === (pid | 0)`).
 constexpr double node_signal_limit = 2147483647.0;
 
@@ -133,6 +152,8 @@ std::string HostFacts::why_not_certain() const {
   return {};
 }
 
+namespace detail {
+
 bool local_filesystem_magic(std::uint64_t magic) {
   switch (magic) {
     case 0x01021994:  // tmpfs
@@ -229,6 +250,8 @@ bool proc_options_hide_processes(std::string_view super_options) {
   return hides;
 }
 
+}  // namespace detail
+
 namespace {
 HostFacts gather(System& system, const std::string& area_directory,
                  std::optional<std::uint64_t> area_dev) {
@@ -262,7 +285,8 @@ HostFacts gather_host(System& system, const std::string& area_directory) {
   return gather(system, area_directory, st ? std::optional(st->dev) : std::nullopt);
 }
 
-std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid) {
+std::vector<ProcessInfo> detail::namespace_carriers(const std::vector<ProcessInfo>& view,
+                                                    double pid) {
   std::vector<ProcessInfo> carriers;
   if (!signalable(pid)) return carriers;
   const auto number = static_cast<std::int64_t>(pid);
@@ -310,7 +334,7 @@ std::string_view proof_name(DeathProof proof) {
   return "none";
 }
 
-bool proof_is_certain(DeathProof proof) {
+bool detail::proof_is_certain(DeathProof proof) {
   return proof != DeathProof::none && !clock_proof(proof);
 }
 

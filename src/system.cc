@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "apnea_locks/probe.h"
+#include "detail/probe.h"
 
 namespace apnea_locks {
 namespace {
@@ -578,7 +579,7 @@ class RealSystem final : public System {
     return static_cast<std::uint64_t>(st.st_ino);
   }
 
-  std::string proc_mount_options() override { return proc_super_options(mount_info()); }
+  std::string proc_mount_options() override { return detail::proc_super_options(mount_info()); }
 
   std::string mount_info() override {
     // A host with many mounts has a large mountinfo; one that does not fit is unknown.

@@ -72,11 +72,6 @@ std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdic
                                   const EntryLabel* label, std::int64_t guard_age_ns,
                                   std::int64_t now_ns, const FixContext& context);
 
-/// The argv of `apnea-locks reclaim [--force]` naming the entry: by `--repo`/`--home` for a
-/// lock whose `label` is known, else by its path. Pure.
-std::vector<std::string> reclaim_argv(const EntryFacts& facts, const EntryLabel* label, bool force,
-                                      const FixContext& context);
-
 /// `argv` as one POSIX shell command line (each word quoted by shell_word).
 std::string shell_command(const std::vector<std::string>& argv);
 
