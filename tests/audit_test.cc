@@ -10,6 +10,7 @@
 #include "apnea_locks/lock.h"
 #include "apnea_locks/repair.h"
 #include "area_builder.h"
+#include "detail/audit.h"
 #include "detail/scan.h"
 #include "staged_system.h"
 
