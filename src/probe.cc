@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "detail/probe.h"
+#include "detail/split.h"
 
 namespace apnea_locks {
 using detail::device_idmapped;
@@ -36,21 +37,6 @@ constexpr double node_signal_limit = 2147483647.0;
 /// A pid number that may reach kill(): an integer in 1..2^31-1.
 bool signalable(double pid) { return pid >= 1 && pid <= node_signal_limit && pid == std::floor(pid); }
 
-/// Splits `text` at `separator`, keeping empty parts.
-template <class Visit>
-void split(std::string_view text, char separator, Visit visit) {
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t end = text.find(separator, at);
-    if (end == std::string_view::npos) {
-      visit(text.substr(at));
-      return;
-    }
-    visit(text.substr(at, end - at));
-    at = end + 1;
-  }
-}
-
 bool parse_device(std::string_view text, std::uint64_t& major, std::uint64_t& minor) {
   const std::size_t colon = text.find(':');
   if (colon == std::string_view::npos) return false;
@@ -65,7 +51,7 @@ bool parse_device(std::string_view text, std::uint64_t& major, std::uint64_t& mi
 /// One mountinfo line; nothing when it does not have the shape proc(5) describes.
 std::optional<MountEntry> parse_mount_line(std::string_view line) {
   std::vector<std::string_view> fields;
-  split(line, ' ', [&](std::string_view field) { fields.push_back(field); });
+  for (std::string_view field : detail::split_parts(line, ' ')) fields.push_back(field);
   // id parent major:minor root mount-point options [optional...] - fstype source super
   if (fields.size() < 10) return std::nullopt;
   const auto dash = std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
@@ -81,7 +67,7 @@ std::optional<MountEntry> parse_mount_line(std::string_view line) {
 
 bool has_option(std::string_view options, std::string_view wanted) {
   bool found = false;
-  split(options, ',', [&](std::string_view option) { found = found || option == wanted; });
+  for (std::string_view option : detail::split_parts(options, ',')) found = found || option == wanted;
   return found;
 }
 
@@ -204,11 +190,11 @@ std::string filesystem_name(std::uint64_t magic) {
 std::vector<MountEntry> parse_mountinfo(std::string_view text, bool* complete) {
   std::vector<MountEntry> entries;
   bool all = true;
-  split(text, '\n', [&](std::string_view line) {
-    if (line.empty()) return;
+  for (std::string_view line : split_parts(text, '\n')) {
+    if (line.empty()) continue;
     if (auto entry = parse_mount_line(line)) entries.push_back(std::move(*entry));
     else all = false;
-  });
+  }
   if (complete != nullptr) *complete = all;
   return entries;
 }
@@ -239,14 +225,14 @@ std::string proc_super_options(std::string_view mountinfo) {
 bool proc_options_hide_processes(std::string_view super_options) {
   if (super_options.empty()) return true;
   bool hides = false;
-  split(super_options, ',', [&](std::string_view option) {
+  for (std::string_view option : split_parts(super_options, ',')) {
     if (option.starts_with("hidepid=")) {
       const std::string_view value = option.substr(8);
       if (value != "0" && value != "off") hides = true;
     } else if (option.starts_with("subset=")) {
       hides = true;  // subset=pid: the only subset there is
     }
-  });
+  }
   return hides;
 }
 
