@@ -39,6 +39,7 @@ struct LockError {
   /// True when a guard held by someone else refused the reclamation.
   bool guarded = false;
 
+  /// True when this is OperationLocked with reason `r`.
   bool is(LockedReason r) const { return kind == Kind::operation_locked && reason == r; }
 };
 
@@ -103,14 +104,20 @@ AcquireOptions apnea_options(LockKind kind);
 /// A lock this process holds. Released (token-checked) when destroyed.
 class HeldLock {
  public:
+  /// Holds the lock at `lock_path`, taken by `owner` (acquire makes these).
   HeldLock(System& system, std::string lock_path, Owner owner);
+  /// Takes over `other`'s lock; `other` then holds none.
   HeldLock(HeldLock&& other) noexcept;
+  /// Releases the lock held now, then takes over `other`'s.
   HeldLock& operator=(HeldLock&& other) noexcept;
   HeldLock(const HeldLock&) = delete;
   HeldLock& operator=(const HeldLock&) = delete;
+  /// Releases the lock (token-checked), unless released or abandoned already.
   ~HeldLock();
 
+  /// The lock's path.
   const std::string& lock_path() const { return lock_path_; }
+  /// The owner record this process wrote into the lock.
   const Owner& owner() const { return owner_; }
   /// Releases now: true when our lock was removed, false when it was no longer ours
   /// (displaced or replaced: then nothing is removed).
