@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "detail/audit.h"
+
 namespace apnea_locks {
 
 std::string escape_bytes(std::string_view bytes) {
@@ -27,7 +29,7 @@ namespace {
 std::string quoted(std::string_view text) { return "\"" + escape_bytes(text) + "\""; }
 }  // namespace
 
-std::string audit_line(const AuditEvent& event) {
+std::string detail::audit_line(const AuditEvent& event) {
   std::string line = fmt::format("{} removed {} path={}", event.action, event.role, quoted(event.path));
   if (!event.tombstone.empty())
     line += fmt::format(" tombstone={}{}", quoted(event.tombstone), event.kept ? " kept" : "");
@@ -59,7 +61,7 @@ void audit(System& system, AuditEvent event, std::optional<std::uint32_t> acting
   event.acting_uid = acting_uid.value_or(system.uid());
   if (event.acting_uid == 0 && event.sudo_user.empty())
     event.sudo_user = system.env("SUDO_USER").value_or("");
-  system.log_audit(audit_line(event));
+  system.log_audit(detail::audit_line(event));
 }
 
 }  // namespace apnea_locks

@@ -9,9 +9,31 @@
 #include "apnea_locks/audit.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/probe.h"
+#include "detail/lock.h"
+#include "detail/owner.h"
 
 namespace apnea_locks {
+using detail::entry_unremovable;
+using detail::remove_entry;
+
 namespace {
+/// A new random UUID v4, lowercase (Apnea's tokens).
+std::string random_uuid(System& system) {
+  std::array<std::byte, 16> bytes{};
+  system.random_bytes(bytes);
+  bytes[6] = (bytes[6] & std::byte{0x0f}) | std::byte{0x40};
+  bytes[8] = (bytes[8] & std::byte{0x3f}) | std::byte{0x80};
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(36);
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    const auto b = std::to_integer<unsigned>(bytes[i]);
+    out += hex[b >> 4];
+    out += hex[b & 15];
+  }
+  return out;
+}
 
 LockError operation_locked(LockedReason reason, std::string headline, std::string_view advice,
                            const std::string& resource, const std::string& lock, double pid) {
@@ -172,7 +194,7 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
     }
     // A release may rename the lock away (and a new owner publish another) while we read
     // it: that is a race to retry, never malformed metadata (Apnea 0.2.2 says malformed).
-    SettledRead settled = read_owner_settled(system, lock, uid, 2);
+    detail::SettledRead settled = detail::read_owner_settled(system, lock, uid, 2);
     if (!settled.settled || (!settled.read.owner && settled.read.owner.error().lock_vanished()))
       continue;
     const OwnerRead& read = settled.read;
@@ -278,8 +300,8 @@ AcquireOptions apnea_options(LockKind kind) {
   return options;
 }
 
-LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory,
-                                       AreaMode mode) {
+LockResult<void> detail::ensure_lock_directory(System& system, const std::string& lock_directory,
+                                               AreaMode mode) {
   return ensure_directory_for(system, lock_directory, lock_directory, mode);
 }
 
@@ -351,6 +373,8 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
 
 }  // namespace
 
+namespace detail {
+
 std::optional<std::string> entry_unremovable(System& system, const std::string& path,
                                              const FileStat& judged) {
   return check_and_remove(system, path, judged, false);
@@ -361,9 +385,16 @@ std::optional<std::string> remove_entry(System& system, const std::string& path,
   return check_and_remove(system, path, judged, true);
 }
 
+}  // namespace detail
+
+namespace {
+/// Apnea's token-checked removal: if `lock` still has `token`, rename it to a tombstone,
+/// re-read the tombstone's token and, if still ours, remove it (or keep it when
+/// `keep_tombstone`). Returns the tombstone path when removed/kept, nothing when the lock
+/// was not (or no longer) ours.
 LockResult<std::optional<std::string>> remove_if_owned(System& system, const std::string& lock,
                                                        const std::string& token,
-                                                       bool keep_tombstone) {
+                                                       bool keep_tombstone = false) {
   const std::uint32_t uid = system.uid();
   OwnerRead read = read_owner(system, lock, uid);
   if (!read.owner || read.owner->token != token) return std::optional<std::string>();
@@ -386,7 +417,6 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
   return std::optional<std::string>(tombstone);
 }
 
-namespace {
 /// Why the lock at `lock` could not be removed once renamed (entry_unremovable of what is
 /// there now), so that nothing is renamed that would be left behind as a tombstone.
 std::optional<std::string> unremovable_lock(System& system, const std::string& lock) {
@@ -474,23 +504,6 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
     error = wrapped(dropped.error(), "rmdir", guard, resource);
   if (error) return failure(*error);
   return outcome;
-}
-
-std::string random_uuid(System& system) {
-  std::array<std::byte, 16> bytes{};
-  system.random_bytes(bytes);
-  bytes[6] = (bytes[6] & std::byte{0x0f}) | std::byte{0x40};
-  bytes[8] = (bytes[8] & std::byte{0x3f}) | std::byte{0x80};
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(36);
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    const auto b = std::to_integer<unsigned>(bytes[i]);
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
-  return out;
 }
 
 HeldLock::HeldLock(System& system, std::string lock_path, Owner owner)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apnea_locks/owner.h"
+#include "detail/split.h"
 
 namespace apnea_locks {
 
@@ -15,12 +16,7 @@ std::string node_normalize(std::string_view path) {
   const bool absolute = path.front() == '/';
   const bool trailing = path.back() == '/';
   std::vector<std::string_view> parts;
-  std::size_t at = 0;
-  while (at <= path.size()) {
-    std::size_t end = path.find('/', at);
-    if (end == std::string_view::npos) end = path.size();
-    std::string_view part = path.substr(at, end - at);
-    at = end + 1;
+  for (std::string_view part : detail::split_parts(path, '/')) {
     if (part.empty() || part == ".") continue;
     if (part == "..") {
       if (!parts.empty() && parts.back() != "..") {

@@ -14,8 +14,12 @@
 #include <vector>
 
 #include "apnea_locks/lock_area.h"
+#include "detail/owner.h"
 
 namespace apnea_locks {
+using detail::SettledRead;
+using detail::Utf8Step;
+using detail::utf8_step;
 
 std::string pid_text(double pid) {
   if (pid > 0 && pid < 1e15 && std::trunc(pid) == pid) {
@@ -74,7 +78,7 @@ std::string encode_owner(const Owner& owner) {
   return fmt::format("{{\"pid\":{},\"token\":\"{}\"}}", pid_text(owner.pid), token);
 }
 
-Utf8Step utf8_step(std::string_view bytes) {
+Utf8Step detail::utf8_step(std::string_view bytes) {
   const auto b = static_cast<unsigned char>(bytes[0]);
   if (b < 0x80) return {1, true};
   std::size_t needed = 0;
@@ -653,13 +657,13 @@ bool same_rejection(const OwnerRead& first, const OwnerRead& second) {
 }
 }  // namespace
 
-SettledRead read_owner_settled(System& system, const std::string& lock, std::uint32_t uid,
-                               int reads) {
+SettledRead detail::read_owner_settled(System& system, const std::string& lock, std::uint32_t uid,
+                                       int reads) {
   return read_owner_settled(system, DirRef{}, lock, uid, reads);
 }
 
-SettledRead read_owner_settled(System& system, const DirRef& dir, std::string_view lock,
-                               std::uint32_t uid, int reads) {
+SettledRead detail::read_owner_settled(System& system, const DirRef& dir, std::string_view lock,
+                                       std::uint32_t uid, int reads) {
   SettledRead result{read_owner(system, dir, lock, uid), true};
   for (int done = 1;; ++done) {
     if (result.read.owner || result.read.owner.error().lock_vanished()) return result;

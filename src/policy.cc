@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "detail/policy.h"
+
 namespace apnea_locks {
 
 std::string_view plan_action_name(PlanAction action) {
@@ -294,8 +296,8 @@ Decision decide(const EntryFacts& facts, const Verdict& verdict, const RemovalFl
   return keep("not an Apnea lock entry: left alone");
 }
 
-std::vector<std::string> reclaim_argv(const EntryFacts& facts, const EntryLabel* label, bool force,
-                                      const FixContext& context) {
+std::vector<std::string> detail::reclaim_argv(const EntryFacts& facts, const EntryLabel* label,
+                                              bool force, const FixContext& context) {
   std::vector<std::string> argv{"apnea-locks", "reclaim"};
   if (force) argv.emplace_back("--force");
   if (context.user) {
@@ -327,9 +329,9 @@ std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdic
                                   const EntryLabel* label, std::int64_t guard_age_ns,
                                   std::int64_t now_ns, const FixContext& context) {
   if (decide(facts, verdict, RemovalFlags{false, guard_age_ns}, now_ns).action == PlanAction::remove)
-    return reclaim_argv(facts, label, false, context);
+    return detail::reclaim_argv(facts, label, false, context);
   if (decide(facts, verdict, RemovalFlags{true, guard_age_ns}, now_ns).action == PlanAction::remove)
-    return reclaim_argv(facts, label, true, context);
+    return detail::reclaim_argv(facts, label, true, context);
   return {};
 }
 

@@ -9,28 +9,33 @@
 #include <cmath>
 #include <cstdio>
 
+#include "detail/probe.h"
+#include "detail/split.h"
+
 namespace apnea_locks {
+using detail::device_idmapped;
+using detail::filesystem_name;
+using detail::local_filesystem_magic;
+using detail::minimum_reuse_tolerance_ns;
+using detail::MountEntry;
+using detail::namespace_carriers;
+using detail::parse_mountinfo;
+using detail::pid_max_limit;
+using detail::proc_options_hide_processes;
+
 namespace {
+/// The inode of the initial PID namespace (/proc/self/ns/pid).
+constexpr std::uint64_t initial_pid_namespace_inode = 4026531836;
+/// The inode of the initial user namespace (/proc/self/ns/user).
+constexpr std::uint64_t initial_user_namespace_inode = 4026531837;
+/// How far btime and the birth of /dev may differ before clock evidence is void: 60 s.
+constexpr std::int64_t clock_step_limit_ns = 60'000'000'000;
+
 /// The largest pid Node's process.kill accepts (`pid === (pid | 0)`).
 constexpr double node_signal_limit = 2147483647.0;
 
 /// A pid number that may reach kill(): an integer in 1..2^31-1.
 bool signalable(double pid) { return pid >= 1 && pid <= node_signal_limit && pid == std::floor(pid); }
-
-/// Splits `text` at `separator`, keeping empty parts.
-template <class Visit>
-void split(std::string_view text, char separator, Visit visit) {
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t end = text.find(separator, at);
-    if (end == std::string_view::npos) {
-      visit(text.substr(at));
-      return;
-    }
-    visit(text.substr(at, end - at));
-    at = end + 1;
-  }
-}
 
 bool parse_device(std::string_view text, std::uint64_t& major, std::uint64_t& minor) {
   const std::size_t colon = text.find(':');
@@ -46,7 +51,7 @@ bool parse_device(std::string_view text, std::uint64_t& major, std::uint64_t& mi
 /// One mountinfo line; nothing when it does not have the shape proc(5) describes.
 std::optional<MountEntry> parse_mount_line(std::string_view line) {
   std::vector<std::string_view> fields;
-  split(line, ' ', [&](std::string_view field) { fields.push_back(field); });
+  for (std::string_view field : detail::split_parts(line, ' ')) fields.push_back(field);
   // id parent major:minor root mount-point options [optional...] - fstype source super
   if (fields.size() < 10) return std::nullopt;
   const auto dash = std::find(fields.begin() + 6, fields.end(), std::string_view("-"));
@@ -62,7 +67,7 @@ std::optional<MountEntry> parse_mount_line(std::string_view line) {
 
 bool has_option(std::string_view options, std::string_view wanted) {
   bool found = false;
-  split(options, ',', [&](std::string_view option) { found = found || option == wanted; });
+  for (std::string_view option : detail::split_parts(options, ',')) found = found || option == wanted;
   return found;
 }
 
@@ -133,6 +138,8 @@ std::string HostFacts::why_not_certain() const {
   return {};
 }
 
+namespace detail {
+
 bool local_filesystem_magic(std::uint64_t magic) {
   switch (magic) {
     case 0x01021994:  // tmpfs
@@ -183,11 +190,11 @@ std::string filesystem_name(std::uint64_t magic) {
 std::vector<MountEntry> parse_mountinfo(std::string_view text, bool* complete) {
   std::vector<MountEntry> entries;
   bool all = true;
-  split(text, '\n', [&](std::string_view line) {
-    if (line.empty()) return;
+  for (std::string_view line : split_parts(text, '\n')) {
+    if (line.empty()) continue;
     if (auto entry = parse_mount_line(line)) entries.push_back(std::move(*entry));
     else all = false;
-  });
+  }
   if (complete != nullptr) *complete = all;
   return entries;
 }
@@ -218,16 +225,18 @@ std::string proc_super_options(std::string_view mountinfo) {
 bool proc_options_hide_processes(std::string_view super_options) {
   if (super_options.empty()) return true;
   bool hides = false;
-  split(super_options, ',', [&](std::string_view option) {
+  for (std::string_view option : split_parts(super_options, ',')) {
     if (option.starts_with("hidepid=")) {
       const std::string_view value = option.substr(8);
       if (value != "0" && value != "off") hides = true;
     } else if (option.starts_with("subset=")) {
       hides = true;  // subset=pid: the only subset there is
     }
-  });
+  }
   return hides;
 }
+
+}  // namespace detail
 
 namespace {
 HostFacts gather(System& system, const std::string& area_directory,
@@ -262,7 +271,8 @@ HostFacts gather_host(System& system, const std::string& area_directory) {
   return gather(system, area_directory, st ? std::optional(st->dev) : std::nullopt);
 }
 
-std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid) {
+std::vector<ProcessInfo> detail::namespace_carriers(const std::vector<ProcessInfo>& view,
+                                                    double pid) {
   std::vector<ProcessInfo> carriers;
   if (!signalable(pid)) return carriers;
   const auto number = static_cast<std::int64_t>(pid);
@@ -310,7 +320,7 @@ std::string_view proof_name(DeathProof proof) {
   return "none";
 }
 
-bool proof_is_certain(DeathProof proof) {
+bool detail::proof_is_certain(DeathProof proof) {
   return proof != DeathProof::none && !clock_proof(proof);
 }
 

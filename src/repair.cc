@@ -5,6 +5,7 @@
 #include "apnea_locks/audit.h"
 #include "apnea_locks/lock.h"
 #include "apnea_locks/lock_area.h"
+#include "detail/lock.h"
 
 namespace apnea_locks {
 namespace {
@@ -155,7 +156,7 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
       }
       if (auto changed = redecide(system, facts, decision, policy, true))
         return result(RepairOutcome::changed, *changed);
-      if (auto kept = remove_entry(system, facts.path, *facts.stat))
+      if (auto kept = detail::remove_entry(system, facts.path, *facts.stat))
         return result(RepairOutcome::changed, *kept);
       return result(RepairOutcome::removed, {});
     }

@@ -6,8 +6,19 @@
 #include <cerrno>
 
 #include "apnea_locks/owner.h"
+#include "detail/owner.h"
+#include "detail/probe.h"
+#include "detail/scan.h"
 
 namespace apnea_locks {
+using detail::read_owner_settled;  // detail/owner.h
+using detail::SettledRead;
+using detail::minimum_reuse_tolerance_ns;  // detail/probe.h
+using detail::namespace_carriers;
+using detail::pid_max_limit;
+using detail::default_reread_limit;  // detail/scan.h
+using detail::GuardListing;
+using detail::ProcessCache;
 
 namespace {
 /// Pids below this (Linux's PID_MAX_LIMIT) are remembered in bitsets; above it no process
@@ -230,13 +241,13 @@ EntryFacts gather(System& system, const DirRef& dir, std::string_view name, Entr
 
 }  // namespace
 
-EntryFacts gather_entry(System& system, std::string_view lock_directory, std::string_view name,
+EntryFacts detail::gather_entry(System& system, std::string_view lock_directory, std::string_view name,
                         std::uint32_t uid, ProcessCache& processes, int reread_limit) {
   return gather(system, DirRef{-1, std::string(lock_directory)}, name, parse_entry_name(name), uid,
                 processes, reread_limit, GuardListing::unknown);
 }
 
-EntryFacts gather_entry_in(System& system, const DirRef& directory, std::string_view name,
+EntryFacts detail::gather_entry_in(System& system, const DirRef& directory, std::string_view name,
                            EntryName parsed, std::uint32_t uid, ProcessCache& processes,
                            GuardListing guard, int reread_limit) {
   return gather(system, directory, name, std::move(parsed), uid, processes, reread_limit, guard);

@@ -13,8 +13,15 @@
 #include <vector>
 
 #include "apnea_locks/names.h"
+#include "detail/policy.h"
+#include "detail/scan.h"
 
 namespace apnea_locks {
+using detail::gather_entry;  // detail/scan.h
+using detail::gather_entry_in;
+using detail::GuardListing;
+using detail::ProcessCache;
+using detail::reclaim_argv;  // detail/policy.h
 
 namespace {
 

@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "apnea_locks/probe.h"
+#include "detail/probe.h"
+#include "detail/split.h"
 
 namespace apnea_locks {
 namespace {
@@ -130,14 +132,9 @@ std::int64_t parse_int(std::string_view text) {
 
 /// The value after `key` on its own line of a /proc "Key:\tvalue" file.
 std::string_view field_line(std::string_view text, std::string_view key) {
-  std::size_t at = 0;
-  while (at < text.size()) {
-    std::size_t end = text.find('\n', at);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(at, end - at);
+  for (std::string_view line : detail::split_parts(text, '\n')) {
     if (line.starts_with(key) && line.size() > key.size() && line[key.size()] == ':')
       return line.substr(key.size() + 1);
-    at = end + 1;
   }
   return {};
 }
@@ -228,12 +225,7 @@ bool in_frozen_cgroup(std::int64_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%lld/cgroup", static_cast<long long>(pid));
   const std::string groups = read_small_file(path);
-  std::size_t at = 0;
-  while (at < groups.size()) {
-    std::size_t end = groups.find('\n', at);
-    if (end == std::string::npos) end = groups.size();
-    const std::string_view line = std::string_view(groups).substr(at, end - at);
-    at = end + 1;
+  for (const std::string_view line : detail::split_parts(groups, '\n')) {
     const std::size_t colon = line.find(':');
     const std::size_t second = colon == std::string_view::npos ? colon : line.find(':', colon + 1);
     if (second == std::string_view::npos) continue;
@@ -602,7 +594,7 @@ class RealSystem final : public System {
     return static_cast<std::uint64_t>(st.st_ino);
   }
 
-  std::string proc_mount_options() override { return proc_super_options(mount_info()); }
+  std::string proc_mount_options() override { return detail::proc_super_options(mount_info()); }
 
   std::string mount_info() override {
     // A host with many mounts has a large mountinfo; one that does not fit is unknown.

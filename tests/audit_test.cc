@@ -10,10 +10,13 @@
 #include "apnea_locks/lock.h"
 #include "apnea_locks/repair.h"
 #include "area_builder.h"
+#include "detail/audit.h"
+#include "detail/scan.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
+using namespace apnea_locks::detail;
 
 namespace {
 

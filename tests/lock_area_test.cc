@@ -7,12 +7,30 @@
 
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "detail/split.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using apnea_locks::testing::StagedSystem;
 using apnea_locks::testing::TempDir;
+
+TEST_CASE("split_parts yields every part between separators, empty ones kept") {
+  auto parts = [](std::string_view text, char separator) {
+    std::vector<std::string> out;
+    for (std::string_view part : detail::split_parts(text, separator)) out.emplace_back(part);
+    return out;
+  };
+  CHECK(parts("a,b", ',') == std::vector<std::string>{"a", "b"});
+  CHECK(parts("a,,b", ',') == std::vector<std::string>{"a", "", "b"});
+  CHECK(parts("a,", ',') == std::vector<std::string>{"a", ""});
+  CHECK(parts(",a", ',') == std::vector<std::string>{"", "a"});
+  CHECK(parts("", ',') == std::vector<std::string>{""});
+  CHECK(parts("/", '/') == std::vector<std::string>{"", ""});
+  CHECK(parts("abc", ',') == std::vector<std::string>{"abc"});
+}
 
 TEST_CASE("node_normalize folds like Node's path.posix.normalize") {
   CHECK(node_normalize("/tmp//x/../y/") == "/tmp/y/");

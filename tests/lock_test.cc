@@ -9,9 +9,11 @@
 #include <set>
 
 #include "apnea_locks/lock_area.h"
+#include "detail/lock.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
+using namespace apnea_locks::detail;
 using apnea_locks::testing::StagedProcess;
 using apnea_locks::testing::StagedSystem;
 using apnea_locks::testing::TempDir;

@@ -6,9 +6,12 @@
 
 #include <fstream>
 
+#include "detail/owner.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
+using apnea_locks::detail::read_owner_settled;
+using apnea_locks::detail::SettledRead;
 using apnea_locks::testing::StagedSystem;
 using apnea_locks::testing::TempDir;
 

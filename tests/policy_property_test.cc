@@ -40,11 +40,13 @@
 #include "apnea_locks/repair.h"
 #include "apnea_locks/survey.h"
 #include "area_builder.h"
+#include "detail/probe.h"
 #include "run_test_util.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
+using apnea_locks::detail::minimum_reuse_tolerance_ns;
 
 namespace {
 

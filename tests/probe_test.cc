@@ -8,9 +8,12 @@
 #include <cerrno>
 
 #include "apnea_locks/scan.h"
+#include "detail/probe.h"
+#include "detail/scan.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
+using namespace apnea_locks::detail;
 using apnea_locks::testing::healthy_host;
 using apnea_locks::testing::StagedProcess;
 using apnea_locks::testing::StagedSystem;

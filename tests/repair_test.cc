@@ -9,10 +9,12 @@
 
 #include "apnea_locks/lock.h"
 #include "area_builder.h"
+#include "detail/scan.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
+using namespace apnea_locks::detail;
 
 namespace {
 

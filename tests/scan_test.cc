@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "area_builder.h"
+#include "detail/scan.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
+using namespace apnea_locks::detail;
 
 namespace {
 

@@ -22,11 +22,13 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
 #include "area_builder.h"
+#include "detail/probe.h"
 #include "process_util.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
+using apnea_locks::detail::pid_max_limit;
 namespace json = boost::json;
 
 namespace {

@@ -32,14 +32,6 @@ struct AuditEvent {
 /// and `\xNN` for everything else, so any content is one line of ASCII.
 std::string escape_bytes(std::string_view bytes);
 
-/// The owner bytes a record carries at most (escaped, before `...`): a log line stays short.
-inline constexpr std::size_t audit_owner_limit = 1024;
-
-/// The event as one line of printable ASCII: `key=value` pairs, text values quoted and
-/// escaped by escape_bytes, e.g. `reclaim removed lock path="..." owner="{\"pid\":42,...}"
-/// proof="pid-dead (certain)" uid=0 for_uid=1000 for_user="ann"`.
-std::string audit_line(const AuditEvent& event);
-
 /// Sends the event's line to the system log (System::log_audit), filling the acting uid and
 /// $SUDO_USER from `system` when the event leaves them unset.
 void audit(System& system, AuditEvent event, std::optional<std::uint32_t> acting_uid = std::nullopt);

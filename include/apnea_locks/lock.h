@@ -39,6 +39,7 @@ struct LockError {
   /// True when a guard held by someone else refused the reclamation.
   bool guarded = false;
 
+  /// True when this is OperationLocked with reason `r`.
   bool is(LockedReason r) const { return kind == Kind::operation_locked && reason == r; }
 };
 
@@ -103,14 +104,20 @@ AcquireOptions apnea_options(LockKind kind);
 /// A lock this process holds. Released (token-checked) when destroyed.
 class HeldLock {
  public:
+  /// Holds the lock at `lock_path`, taken by `owner` (acquire makes these).
   HeldLock(System& system, std::string lock_path, Owner owner);
+  /// Takes over `other`'s lock; `other` then holds none.
   HeldLock(HeldLock&& other) noexcept;
+  /// Releases the lock held now, then takes over `other`'s.
   HeldLock& operator=(HeldLock&& other) noexcept;
   HeldLock(const HeldLock&) = delete;
   HeldLock& operator=(const HeldLock&) = delete;
+  /// Releases the lock (token-checked), unless released or abandoned already.
   ~HeldLock();
 
+  /// The lock's path.
   const std::string& lock_path() const { return lock_path_; }
+  /// The owner record this process wrote into the lock.
   const Owner& owner() const { return owner_; }
   /// Releases now: true when our lock was removed, false when it was no longer ours
   /// (displaced or replaced: then nothing is removed).
@@ -129,36 +136,6 @@ class HeldLock {
 /// is retried, never reported `malformed`.
 LockResult<HeldLock> acquire(System& system, const LockTarget& target,
                              const AcquireOptions& options);
-
-/// Prepares the lock directory per `mode`. AreaMode::apnea: creates it and its parent (mode
-/// 0700) as Apnea does, refusing a symlink, a non-directory or another uid's directory
-/// (ConfigError), and forces mode 0700. AreaMode::explicit_directory: creates only
-/// `lock_directory` (0700; a missing parent is an error), or refuses an existing one that
-/// is a symlink, not a directory, another uid's or has group/other bits, changing no mode.
-LockResult<void> ensure_lock_directory(System& system, const std::string& lock_directory,
-                                       AreaMode mode = AreaMode::apnea);
-
-/// Apnea's token-checked removal: if `lock` still has `token`, rename it to a tombstone,
-/// re-read the tombstone's token and, if still ours, remove it (or keep it when
-/// `keep_tombstone`). Returns the tombstone path when removed/kept, nothing when the lock
-/// was not (or no longer) ours.
-LockResult<std::optional<std::string>> remove_if_owned(System& system, const std::string& lock,
-                                                       const std::string& token,
-                                                       bool keep_tombstone = false);
-
-/// Why the entry at `path` (a lock, candidate or tombstone) could not be removed the way
-/// PROTOCOL.md section 10 allows, or nothing when it could: opened as a directory without
-/// following a symlink, it must be the device and inode `judged`, hold nothing but a regular
-/// `owner.json` on the same device (or nothing), and be writable by us. Changes nothing.
-std::optional<std::string> entry_unremovable(System& system, const std::string& path,
-                                             const FileStat& judged);
-
-/// Removes the entry at `path` as PROTOCOL.md section 10 says: the checks of
-/// entry_unremovable, then `owner.json` unlinked through the directory's descriptor, then
-/// the entry rmdir'ed. Never recursive: anything else inside is refused and left. Returns
-/// why it was not removed, or nothing when it was.
-std::optional<std::string> remove_entry(System& system, const std::string& path,
-                                        const FileStat& judged);
 
 /// What a guarded reclamation expects to find at the lock before it renames it.
 struct ReclaimExpectation {
@@ -190,8 +167,5 @@ LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lo
                                            const std::string& resource,
                                            const ReclaimExpectation& expect,
                                            bool keep_tombstone = false);
-
-/// A new random UUID v4, lowercase (Apnea's tokens).
-std::string random_uuid(System& system);
 
 }  // namespace apnea_locks

@@ -57,6 +57,7 @@ struct AreaCheck {
   std::error_code error; ///< for `unreadable`
   std::uint32_t expected_uid = 0;
 
+  /// True when no component has a problem.
   bool safe() const { return problem == AreaProblem::none; }
   /// One line for a human, naming the path and what is wrong.
   std::string message() const;
@@ -95,6 +96,7 @@ struct AccountArea {
   FileStat stat;          ///< the lstat of `top`, when taken
   std::error_code error;  ///< for `unreadable`
 
+  /// True when it is an account's area, to be surveyed.
   bool surveyable() const { return problem == AccountAreaProblem::none; }
   /// A stable short name ("ok", "bad-name", "symlink", "not-directory", "owner-mismatch",
   /// "no-account", "unreadable").

@@ -72,10 +72,4 @@ std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdic
                                   const EntryLabel* label, std::int64_t guard_age_ns,
                                   std::int64_t now_ns, const FixContext& context);
 
-/// The argv of `apnea-locks reclaim [--force]` naming the entry: by `--repo`/`--home` for a
-/// lock whose `label` is known, else by its path. Pure.
-std::vector<std::string> reclaim_argv(const EntryFacts& facts, const EntryLabel* label, bool force,
-                                      const FixContext& context);
-
-
 }  // namespace apnea_locks

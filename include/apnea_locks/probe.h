@@ -23,9 +23,6 @@ enum class ProofClass { none, evidence, certain };
 /// "none", "evidence" or "certain".
 std::string_view proof_class_name(ProofClass c);
 
-/// The kernel's hard ceiling on pids (PID_MAX_LIMIT).
-inline constexpr std::int64_t pid_max_limit = 4194304;
-
 /// Facts about this machine that every proof rests on; read once per survey (gather_host).
 /// A default-constructed HostFacts knows nothing, so nothing judged on it is certain.
 struct HostFacts {
@@ -46,54 +43,12 @@ struct HostFacts {
   std::string why_not_certain() const;
 };
 
-/// The inode of the initial PID namespace (/proc/self/ns/pid).
-inline constexpr std::uint64_t initial_pid_namespace_inode = 4026531836;
-/// The inode of the initial user namespace (/proc/self/ns/user).
-inline constexpr std::uint64_t initial_user_namespace_inode = 4026531837;
-/// How far btime and the birth of /dev may differ before clock evidence is void: 60 s.
-inline constexpr std::int64_t clock_step_limit_ns = 60'000'000'000;
-
 /// Reads the host facts for a lock area directory whose lstat gave device `area_dev`.
 HostFacts gather_host(System& system, const std::string& area_directory, std::uint64_t area_dev);
 
 /// gather_host for `area_directory`, taking its device from lstat; when lstat fails the
 /// device is unknown, so `idmapped` stays true.
 HostFacts gather_host(System& system, const std::string& area_directory);
-
-/// The statfs magic numbers section 9 calls local: tmpfs, ext2/3/4, xfs, btrfs, f2fs, zfs,
-/// bcachefs, overlay.
-bool local_filesystem_magic(std::uint64_t magic);
-
-/// A name for a statfs magic number: "tmpfs", "ext4" (ext2/3/4 share one), "nfs", "fuse",
-/// ... or "0x" and its hex digits when unknown.
-std::string filesystem_name(std::uint64_t magic);
-
-/// One line of /proc/self/mountinfo (proc(5)), the fields the proofs look at.
-struct MountEntry {
-  std::uint64_t major = 0;
-  std::uint64_t minor = 0;
-  std::string mount_point;    ///< as written (octal escapes such as \040 kept)
-  std::string mount_options;  ///< per-mount options, field 6 ("rw,relatime,idmapped")
-  std::string fstype;
-  std::string super_options;  ///< per-superblock options, the last field
-};
-
-/// Parses mountinfo text; malformed lines are skipped, and `complete` (when not null) says
-/// whether every non-empty line parsed.
-std::vector<MountEntry> parse_mountinfo(std::string_view text, bool* complete = nullptr);
-
-/// Whether a mount of device `major:minor` is idmapped (its per-mount options hold
-/// `idmapped`). True when it cannot be told: empty or malformed text, or no mount of that
-/// device listed.
-bool device_idmapped(std::string_view mountinfo, std::uint64_t major, std::uint64_t minor);
-
-/// The super options of the mount at /proc (the last one listed wins: it hides the
-/// others), "" when there is none.
-std::string proc_super_options(std::string_view mountinfo);
-
-/// Whether /proc mount options hide processes from us: any `hidepid` but 0/off, or
-/// `subset=pid`. True for "" (unknown).
-bool proc_options_hide_processes(std::string_view super_options);
 
 /// Everything the system says about one pid, gathered once (per pid, per survey).
 struct ProcessFacts {
@@ -107,9 +62,6 @@ struct ProcessFacts {
 /// Probes pid (kill when 1 <= pid <= 2^31-1, then /proc); `view` (may be null) is the
 /// survey's namespace_view(), searched for carriers.
 ProcessFacts gather_process(System& system, double pid, const std::vector<ProcessInfo>* view);
-
-/// The processes of `view` whose NSpid holds `pid` in a field other than the first.
-std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid);
 
 /// Apnea 0.2.2's liveness: alive unless kill(pid, 0) failed with ESRCH (so EPERM and pids
 /// Node cannot signal count as alive). Pure.
@@ -129,9 +81,6 @@ enum class DeathProof {
 
 /// "pid-dead", "pid-out-of-range", ... ("none" for none).
 std::string_view proof_name(DeathProof proof);
-
-/// True for proofs that involve no clock: the ones that are certain when the host allows.
-bool proof_is_certain(DeathProof proof);
 
 /// The judgement on one pid number.
 struct DeathJudgement {
@@ -179,8 +128,5 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
 
 /// The default tolerance for `pid-reused`: 2 s.
 inline constexpr std::int64_t default_reuse_tolerance_ns = 2'000'000'000;
-
-/// The smallest tolerance for `pid-reused`: 1 s.
-inline constexpr std::int64_t minimum_reuse_tolerance_ns = 1'000'000'000;
 
 }  // namespace apnea_locks

@@ -80,6 +80,14 @@ void add_all_users_option(po::options_description& options, bool& all_users) {
                         "that account");
 }
 
+void add_survey_options(po::options_description& options, LabelOptions& labels,
+                        TimingOptions& timing, AreaOptions& area, bool& all_users) {
+  add_label_options(options, labels, "only the entries of this repository's lock, labelled (repeatable)");
+  add_timing_options(options, timing);
+  add_area_options(options, area);
+  add_all_users_option(options, all_users);
+}
+
 std::optional<CommandFailure> all_users_usage(System& system, const AreaOptions& area,
                                               std::string_view paths) {
   if (!area.user.empty()) return CommandFailure{exit_usage, "--all-users and --user exclude each other"};

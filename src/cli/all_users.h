@@ -38,6 +38,11 @@ class FrameWriter {
 /// Adds `--all-users` to `options`.
 void add_all_users_option(po::options_description& options, bool& all_users);
 
+/// Adds the option groups status and check share, in their order: the label options (--repo
+/// a filter), the timing options, the area options and `--all-users`.
+void add_survey_options(po::options_description& options, LabelOptions& labels,
+                        TimingOptions& timing, AreaOptions& area, bool& all_users);
+
 /// The usage error of --all-users: not root ("--all-users needs root"), or given with
 /// --user, --lock-dir or explicit paths (`paths`: the name of those, empty when none).
 std::optional<CommandFailure> all_users_usage(System& system, const AreaOptions& area,

@@ -120,10 +120,7 @@ po::options_description describe(CheckOptions& o) {
        "print Prometheus metrics instead of the status line (exit status unchanged)")
       ("output-file", po::value(&o.output_file)->value_name("PATH"),
        "with --prometheus: write the metrics to PATH atomically and print the status line");
-  add_label_options(options, o.labels, "only the entries of this repository's lock, labelled (repeatable)");
-  add_timing_options(options, o.timing);
-  add_area_options(options, o.area);
-  add_all_users_option(options, o.all_users);
+  add_survey_options(options, o.labels, o.timing, o.area, o.all_users);
   return options;
 }
 

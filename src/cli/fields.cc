@@ -7,6 +7,7 @@
 
 #include "apnea_locks/owner.h"
 #include "cli/time_text.h"
+#include "detail/split.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -292,12 +293,7 @@ std::expected<std::vector<Field>, std::string> parse_fields(std::string_view spe
     fields = default_fields();
     spec.remove_prefix(1);
   }
-  std::size_t at = 0;
-  while (at <= spec.size()) {
-    std::size_t comma = spec.find(',', at);
-    if (comma == std::string_view::npos) comma = spec.size();
-    std::string_view name = spec.substr(at, comma - at);
-    at = comma + 1;
+  for (std::string_view name : detail::split_parts(spec, ',')) {
     if (name.empty()) continue;
     const FieldInfo* found = nullptr;
     for (const auto& info : all_fields()) {

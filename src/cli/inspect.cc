@@ -26,6 +26,7 @@
 #include "cli/terminal.h"
 #include "cli/text.h"
 #include "cli/time_text.h"
+#include "detail/scan.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -363,9 +364,9 @@ int inspect_command(const std::vector<std::string>& args) {
     return exit_unsafe;
   }
 
-  ProcessCache processes(system, settings->judge.host);
+  detail::ProcessCache processes(system, settings->judge.host);
   const std::string name = base_name(path);
-  in.facts = gather_entry(system, in.area.directory, name, settings->judge.area_uid, processes);
+  in.facts = detail::gather_entry(system, in.area.directory, name, settings->judge.area_uid, processes);
   in.facts.path = path;
   if (in.facts.parsed.role != EntryRole::unknown) in.label = labels.find(in.facts.parsed.lock_name());
   if (in.facts.parsed.role == EntryRole::reclaim_guard || in.facts.guard)
@@ -379,7 +380,7 @@ int inspect_command(const std::vector<std::string>& args) {
     const std::string prefix = in.facts.parsed.lock_name();
     (void)system.list_directory(in.area.directory, [&](const DirEntry& entry) {
       if (entry.name == name || !entry.name.starts_with(prefix)) return true;
-      EntryFacts other = gather_entry(system, in.area.directory, entry.name, settings->judge.area_uid, processes);
+      EntryFacts other = detail::gather_entry(system, in.area.directory, entry.name, settings->judge.area_uid, processes);
       if (other.stat && other.parsed.lock_name() == prefix)
         in.related.push_back(Related{entry.name, judge_entry(other, *settings, in.label).first});
       return true;

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/fields.h"
 #include "cli/text.h"
+#include "detail/split.h"
 
 #ifndef APNEA_LOCKS_VERSION
 #define APNEA_LOCKS_VERSION "unknown"
@@ -91,11 +92,7 @@ std::string reflow(std::string_view text) {
     text = end == std::string_view::npos ? std::string_view() : text.substr(end + 2);
     bool layout = paragraph.starts_with(' ') || paragraph.find("\n ") != std::string_view::npos;
     std::string joined;
-    std::size_t at = 0;
-    while (at <= paragraph.size()) {
-      auto next = paragraph.find('\n', at);
-      if (next == std::string_view::npos) next = paragraph.size();
-      const std::string_view line = paragraph.substr(at, next - at);
+    for (const std::string_view line : detail::split_parts(paragraph, '\n')) {
       if (layout) {
         const std::size_t indent = line.find_first_not_of(' ');
         joined += wrap(line, help_width, std::string(indent == std::string_view::npos ? 0 : indent + 2, ' ')) + "\n";
@@ -103,7 +100,6 @@ std::string reflow(std::string_view text) {
         if (!joined.empty()) joined += ' ';
         joined += line;
       }
-      at = next + 1;
     }
     if (!layout) joined = wrap(joined, help_width) + "\n";
     if (!out.empty()) out += "\n";
@@ -318,15 +314,9 @@ po::typed_value<std::string>* duration_value(std::string option, DurationRange r
 
 std::vector<std::string> split_list(const std::vector<std::string>& values) {
   std::vector<std::string> out;
-  for (const std::string& value : values) {
-    std::size_t at = 0;
-    while (at <= value.size()) {
-      std::size_t comma = value.find(',', at);
-      if (comma == std::string::npos) comma = value.size();
-      if (comma > at) out.push_back(value.substr(at, comma - at));
-      at = comma + 1;
-    }
-  }
+  for (const std::string& value : values)
+    for (std::string_view part : detail::split_parts(value, ','))
+      if (!part.empty()) out.emplace_back(part);
   return out;
 }
 

@@ -358,10 +358,7 @@ po::options_description describe(StatusOptions& o) {
        "only these kinds: repository, global-setup, unknown")
       ("only-labelled", po::bool_switch(&o.only_labelled),
        "only entries whose repository or home is known");
-  add_label_options(options, o.labels, "only the entries of this repository's lock, labelled (repeatable)");
-  add_timing_options(options, o.timing);
-  add_area_options(options, o.area);
-  add_all_users_option(options, o.all_users);
+  add_survey_options(options, o.labels, o.timing, o.area, o.all_users);
   return options;
 }
 

@@ -6,9 +6,9 @@
 #include <array>
 
 #include "apnea_locks/names.h"
-#include "apnea_locks/owner.h"
 #include "apnea_locks/policy.h"
 #include "cli/text.h"
+#include "detail/owner.h"
 
 namespace apnea_locks::cli {
 namespace {
@@ -186,9 +186,9 @@ std::vector<std::string> word_pieces(std::string_view word, std::size_t first, s
     const std::size_t room = pieces.empty() ? first : rest;
     // Whole UTF-8 sequences (owner.h's step) while the piece fits; at least one, so a room
     // too small for any character still makes progress.
-    std::size_t end = start + utf8_step(word.substr(start)).length;
+    std::size_t end = start + detail::utf8_step(word.substr(start)).length;
     while (end < word.size()) {
-      const std::size_t next = end + utf8_step(word.substr(end)).length;
+      const std::size_t next = end + detail::utf8_step(word.substr(end)).length;
       if (display_width(printable(shell_word(word.substr(start, next - start)))) > room) break;
       end = next;
     }

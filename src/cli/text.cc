@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "apnea_locks/owner.h"
+#include "detail/owner.h"
 
 namespace apnea_locks::cli {
 
@@ -23,7 +23,7 @@ std::string printable(std::string_view text) {
     }
     // A valid UTF-8 sequence is kept, but C1 controls (U+0080..U+009F) are escaped; every
     // byte of an invalid sequence becomes a visible \xNN.
-    const Utf8Step step = utf8_step(text.substr(i));
+    const detail::Utf8Step step = detail::utf8_step(text.substr(i));
     if (!step.valid) {
       out += fmt::format("\\x{:02x}", byte);
       ++i;
@@ -46,7 +46,7 @@ namespace {
 std::pair<char32_t, std::size_t> decode(std::string_view text, std::size_t at) {
   const auto byte = static_cast<unsigned char>(text[at]);
   if (byte < 0x80) return {byte, 1};
-  const Utf8Step step = utf8_step(text.substr(at));
+  const detail::Utf8Step step = detail::utf8_step(text.substr(at));
   if (!step.valid) return {U'\uFFFD', 1};
   char32_t point = byte & (step.length == 2 ? 0x1F : step.length == 3 ? 0x0F : 0x07);
   for (std::size_t i = 1; i < step.length; ++i)

@@ -1,0 +1,62 @@
+// Internals of probe.h: the parsing behind the host facts and the steps of judge_death.
+// Not part of the library's interface (not installed); for src/ and the tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apnea_locks/probe.h"
+#include "apnea_locks/system.h"
+
+namespace apnea_locks::detail {
+
+/// The kernel's hard ceiling on pids (PID_MAX_LIMIT).
+inline constexpr std::int64_t pid_max_limit = 4194304;
+
+/// The smallest tolerance for `pid-reused`: 1 s.
+inline constexpr std::int64_t minimum_reuse_tolerance_ns = 1'000'000'000;
+
+/// The statfs magic numbers section 9 calls local: tmpfs, ext2/3/4, xfs, btrfs, f2fs, zfs,
+/// bcachefs, overlay.
+bool local_filesystem_magic(std::uint64_t magic);
+
+/// A name for a statfs magic number: "tmpfs", "ext4" (ext2/3/4 share one), "nfs", "fuse",
+/// ... or "0x" and its hex digits when unknown.
+std::string filesystem_name(std::uint64_t magic);
+
+/// One line of /proc/self/mountinfo (proc(5)), the fields the proofs look at.
+struct MountEntry {
+  std::uint64_t major = 0;
+  std::uint64_t minor = 0;
+  std::string mount_point;    ///< as written (octal escapes such as \040 kept)
+  std::string mount_options;  ///< per-mount options, field 6 ("rw,relatime,idmapped")
+  std::string fstype;
+  std::string super_options;  ///< per-superblock options, the last field
+};
+
+/// Parses mountinfo text; malformed lines are skipped, and `complete` (when not null) says
+/// whether every non-empty line parsed.
+std::vector<MountEntry> parse_mountinfo(std::string_view text, bool* complete = nullptr);
+
+/// Whether a mount of device `major:minor` is idmapped (its per-mount options hold
+/// `idmapped`). True when it cannot be told: empty or malformed text, or no mount of that
+/// device listed.
+bool device_idmapped(std::string_view mountinfo, std::uint64_t major, std::uint64_t minor);
+
+/// The super options of the mount at /proc (the last one listed wins: it hides the
+/// others), "" when there is none.
+std::string proc_super_options(std::string_view mountinfo);
+
+/// Whether /proc mount options hide processes from us: any `hidepid` but 0/off, or
+/// `subset=pid`. True for "" (unknown).
+bool proc_options_hide_processes(std::string_view super_options);
+
+/// The processes of `view` whose NSpid holds `pid` in a field other than the first.
+std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid);
+
+/// True for proofs that involve no clock: the ones that are certain when the host allows.
+bool proof_is_certain(DeathProof proof);
+
+}  // namespace apnea_locks::detail
