@@ -17,6 +17,8 @@ using detail::device_idmapped;
 using detail::filesystem_name;
 using detail::local_filesystem_magic;
 using detail::minimum_reuse_tolerance_ns;
+using detail::initial_pid_namespace_inode;
+using detail::initial_user_namespace_inode;
 using detail::MountEntry;
 using detail::namespace_carriers;
 using detail::parse_mountinfo;
@@ -24,10 +26,6 @@ using detail::pid_max_limit;
 using detail::proc_options_hide_processes;
 
 namespace {
-/// The inode of the initial PID namespace (/proc/self/ns/pid).
-constexpr std::uint64_t initial_pid_namespace_inode = 4026531836;
-/// The inode of the initial user namespace (/proc/self/ns/user).
-constexpr std::uint64_t initial_user_namespace_inode = 4026531837;
 /// How far btime and the birth of /dev may differ before clock evidence is void: 60 s.
 constexpr std::int64_t clock_step_limit_ns = 60'000'000'000;
 

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <ctime>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "apnea_locks/probe.h"
@@ -221,7 +222,16 @@ bool for_each_process(const std::function<void(std::int64_t)>& visit) {
 
 /// True when `pid` is in a frozen cgroup: cgroup v2 `cgroup.freeze` holding 1, or the v1
 /// freezer's state FROZEN.
-bool in_frozen_cgroup(std::int64_t pid) {
+/// Whether each cgroup file read by in_frozen_cgroup said frozen, within one look at the
+/// process table (processes share cgroups: each file is read once).
+using FrozenFiles = std::unordered_map<std::string, bool>;
+
+bool in_frozen_cgroup(std::int64_t pid, FrozenFiles& files) {
+  auto frozen = [&](std::string file, std::string_view mark) {
+    auto [at, added] = files.try_emplace(std::move(file), false);
+    if (added) at->second = read_small_file(at->first.c_str()).starts_with(mark);
+    return at->second;
+  };
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%lld/cgroup", static_cast<long long>(pid));
   const std::string groups = read_small_file(path);
@@ -233,12 +243,9 @@ bool in_frozen_cgroup(std::int64_t pid) {
     const std::string group(line.substr(second + 1));
     if (group.find("..") != std::string::npos) continue;
     if (controllers.empty()) {
-      if (read_small_file(("/sys/fs/cgroup" + group + "/cgroup.freeze").c_str()).starts_with("1"))
-        return true;
+      if (frozen("/sys/fs/cgroup" + group + "/cgroup.freeze", "1")) return true;
     } else if (controllers.find("freezer") != std::string_view::npos) {
-      if (read_small_file(("/sys/fs/cgroup/freezer" + group + "/freezer.state").c_str())
-              .starts_with("FROZEN"))
-        return true;
+      if (frozen("/sys/fs/cgroup/freezer" + group + "/freezer.state", "FROZEN")) return true;
     }
   }
   return false;
@@ -623,6 +630,19 @@ class RealSystem final : public System {
     std::vector<std::int64_t> nested;
     for_each_process([&](std::int64_t pid) {
       char path[64];
+      // A process of the initial PID namespace has one NSpid field: its pid in the /proc
+      // that lists it (only the initial namespace's /proc lists it). One readlink tells, a
+      // fraction of what generating its status costs; when the link cannot be read, status.
+      std::snprintf(path, sizeof path, "/proc/%lld/ns/pid", static_cast<long long>(pid));
+      char link[64];
+      const ssize_t size = ::readlink(path, link, sizeof link);
+      std::uint64_t inode = 0;
+      if (size > 6 && std::string_view(link, 5) == "pid:[" && link[size - 1] == ']') {
+        const auto parsed = std::from_chars(link + 5, link + size - 1, inode);
+        if (parsed.ec == std::errc() && parsed.ptr == link + size - 1 &&
+            inode == detail::initial_pid_namespace_inode)
+          return;
+      }
       std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
       // Most processes live in our namespace only: one read of status tells.
       const std::string status = read_small_file(path);
@@ -638,6 +658,7 @@ class RealSystem final : public System {
 
   std::optional<std::vector<ProcessInfo>> paused_processes() override {
     std::vector<std::int64_t> candidates;
+    FrozenFiles frozen;
     const bool listed = for_each_process([&](std::int64_t pid) {
       char path[64];
       std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
@@ -645,7 +666,7 @@ class RealSystem final : public System {
       const std::size_t close_paren = stat.rfind(')');
       if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return;
       const char state = stat[close_paren + 2];
-      if (state == 'T' || state == 't' || in_frozen_cgroup(pid)) candidates.push_back(pid);
+      if (state == 'T' || state == 't' || in_frozen_cgroup(pid, frozen)) candidates.push_back(pid);
     });
     if (!listed) return std::nullopt;
     std::vector<ProcessInfo> paused;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <string_view>
+#include <tuple>
 
 #include "apnea_locks/names.h"
 #include "apnea_locks/policy.h"
@@ -37,12 +39,23 @@ constexpr EntryState state_order[] = {
 
 }  // namespace
 
-EntryOrder entry_order(const EntryView& entry) {
+namespace {
+
+/// entry_order with the name viewed, not copied (compared for every entry needing
+/// attention, kept for few).
+std::tuple<int, int, int, std::string_view> order_view(const EntryView& entry) {
   const bool attention = entry.verdict.needs_attention;
   const bool global = entry.facts.parsed.kind == LockKind::global_setup &&
                       entry.verdict.role == EntryRole::lock;
   return {attention ? 0 : 1, attention && global ? 0 : 1, state_rank(entry.verdict.state),
           entry.facts.name};
+}
+
+}  // namespace
+
+EntryOrder entry_order(const EntryView& entry) {
+  const auto [attention, global, rank, name] = order_view(entry);
+  return {attention, global, rank, std::string(name)};
 }
 
 std::string entry_description(const EntryView& entry) {
@@ -66,10 +79,14 @@ void AreaSummary::add(const EntryView& entry) {
   ++shown;
   if (verdict.needs_attention) {
     ++attention;
-    EntryOrder order = entry_order(entry);
-    if (!next || order < next->order) {
+    const auto order = order_view(entry);
+    const auto worst = [&] {
+      const auto& [attention_rank, global, rank, name] = next->order;
+      return std::tuple<int, int, int, std::string_view>(attention_rank, global, rank, name);
+    };
+    if (!next || order < worst()) {
       NextStep step;
-      step.order = std::move(order);
+      step.order = entry_order(entry);
       step.name = facts.name;
       step.path = facts.path;
       step.description = entry_description(entry);

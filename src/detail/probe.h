@@ -12,6 +12,11 @@
 
 namespace apnea_locks::detail {
 
+/// The inode of the initial PID namespace (/proc/self/ns/pid; the kernel's PROC_PID_INIT_INO).
+inline constexpr std::uint64_t initial_pid_namespace_inode = 4026531836;
+/// The inode of the initial user namespace (/proc/self/ns/user).
+inline constexpr std::uint64_t initial_user_namespace_inode = 4026531837;
+
 /// The kernel's hard ceiling on pids (PID_MAX_LIMIT).
 inline constexpr std::int64_t pid_max_limit = 4194304;
 
