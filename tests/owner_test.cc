@@ -49,6 +49,29 @@ TEST_CASE("decode_owner accepts what JSON.parse and Apnea's checks accept") {
   CHECK(accepted(R"({"x":{"pid":-5},"pid":9,"token":"t","y":[1,{"token":2}]})").pid == 9);
 }
 
+TEST_CASE("decode_owner reads Apnea's own form exactly as the parser reads it") {
+  // Apnea's records take a path without the JSON parser; a leading space sends the same
+  // record through the parser, and both must agree, at every edge of that form.
+  for (const std::string record :
+       {"{\"pid\":1,\"token\":\"a\"}", "{\"pid\":4242,\"token\":\"6f0d5d0e-1c2b-4a3d-8e9f-0123456789ab\"}",
+        "{\"pid\":999999999999999,\"token\":\"Z-9\"}", "{\"pid\":9999999999999999,\"token\":\"t\"}",
+        "{\"pid\":0,\"token\":\"t\"}", "{\"pid\":01,\"token\":\"t\"}", "{\"pid\":1,\"token\":\"\"}",
+        "{\"pid\":1,\"token\":\"a b\"}", "{\"pid\":1,\"token\":\"a\\\"b\"}", "{\"pid\":1,\"token\":\"t\"}}",
+        "{\"pid\":1,\"token\":\"t\",\"pid\":2}", "{\"pid\":-1,\"token\":\"t\"}", "{\"pid\":1.5,\"token\":\"t\"}",
+        "{\"pid\":\"1\",\"token\":\"t\"}", "{\"pid\":,\"token\":\"t\"}", "{\"pid\":\"}"}) {
+    CAPTURE(record);
+    const auto direct = decode_owner(record);
+    const auto parsed = decode_owner(" " + record);
+    REQUIRE(direct.has_value() == parsed.has_value());
+    if (direct) {
+      CHECK(direct->pid == parsed->pid);
+      CHECK(direct->token == parsed->token);
+    } else {
+      CHECK(direct.error().check == parsed.error().check);
+    }
+  }
+}
+
 TEST_CASE("decode_owner keeps invalid UTF-8 as U+FFFD, like Buffer.toString") {
   const Owner owner = accepted("{\"pid\":1,\"token\":\"a\xff" "b\"}");
   CHECK(owner.token == "a\xEF\xBF\xBD" "b");
