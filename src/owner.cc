@@ -374,11 +374,11 @@ std::optional<Owner> decode_canonical(std::string_view bytes) {
       !bytes.ends_with(tail))
     return std::nullopt;
   std::string_view rest = bytes.substr(head.size(), bytes.size() - head.size() - tail.size());
-  std::int64_t pid = 0;
   std::size_t digits = 0;
-  for (; digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9'; ++digits)
-    pid = pid * 10 + (rest[digits] - '0');
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
   if (digits == 0 || digits > 15 || rest[0] == '0') return std::nullopt;
+  std::int64_t pid = 0;  // at most 15 digits: no overflow
+  for (std::size_t i = 0; i < digits; ++i) pid = pid * 10 + (rest[i] - '0');
   rest.remove_prefix(digits);
   if (!rest.starts_with(middle) || rest.size() == middle.size()) return std::nullopt;
   rest.remove_prefix(middle.size());

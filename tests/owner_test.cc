@@ -58,7 +58,8 @@ TEST_CASE("decode_owner reads Apnea's own form exactly as the parser reads it") 
         "{\"pid\":0,\"token\":\"t\"}", "{\"pid\":01,\"token\":\"t\"}", "{\"pid\":1,\"token\":\"\"}",
         "{\"pid\":1,\"token\":\"a b\"}", "{\"pid\":1,\"token\":\"a\\\"b\"}", "{\"pid\":1,\"token\":\"t\"}}",
         "{\"pid\":1,\"token\":\"t\",\"pid\":2}", "{\"pid\":-1,\"token\":\"t\"}", "{\"pid\":1.5,\"token\":\"t\"}",
-        "{\"pid\":\"1\",\"token\":\"t\"}", "{\"pid\":,\"token\":\"t\"}", "{\"pid\":\"}"}) {
+        "{\"pid\":\"1\",\"token\":\"t\"}", "{\"pid\":,\"token\":\"t\"}", "{\"pid\":\"}",
+        "{\"pid\":10000000000000000000000000000000,\"token\":\"t\"}"}) {
     CAPTURE(record);
     const auto direct = decode_owner(record);
     const auto parsed = decode_owner(" " + record);
