@@ -102,9 +102,10 @@ std::expected<Labels, std::string> build_labels(System& system, const LockArea& 
                                                 const LabelOptions& options) {
   if (options.scan_depth < 0) return std::unexpected(std::string("--scan-depth must be >= 0"));
   Labels labels;
-  // Lazily: an area with nothing to label never hashes (OpenSSL's start is ~1 ms). The
-  // current directory and every ancestor: Apnea locks its working directory, which is
-  // often the repository root above the operator's shell.
+  // Lazily: an area with nothing to label never hashes (starting OpenSSL would cost more
+  // than surveying an empty area; docs/performance.md). The current directory and every
+  // ancestor: Apnea locks its working directory, which is often the repository root above
+  // the operator's shell.
   if (auto here = system.realpath("."); here && here->starts_with('/')) {
     std::string folder = *here;
     while (true) {
