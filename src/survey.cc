@@ -116,7 +116,6 @@ class PackedNames {
     return lock;
   }
   std::size_t size() const { return starts_.size(); }
-  std::string name(std::size_t index) const { return name_at(starts_[index]); }
   /// The name of entry `index` and what it says (parse_entry_name of it, without parsing
   /// it again: the packed form holds its parts).
   std::pair<std::string, EntryName> entry(std::size_t index) const {

@@ -4,6 +4,8 @@
 
 #include <cctype>
 #include <cmath>
+#include <optional>
+#include <string_view>
 
 #include "apnea_locks/owner.h"
 #include "cli/time_text.h"
@@ -26,89 +28,120 @@ bool known(const EntryView& e) { return e.facts.parsed.role != EntryRole::unknow
 
 std::string yes_no(bool value) { return value ? "yes" : "no"; }
 
-/// A member holding `text`, or null when `present` is false.
-void text_or_null(JsonWriter& json, const JsonKey& key, bool present, std::string_view text) {
+// What a field holds, or nothing when the entry has none: its table text ("" for nothing)
+// and its JSON member (null for nothing) both come from here, so the two cannot disagree,
+// and the JSON is written from views, without a string per member (some 45 an entry).
+using Value = std::optional<std::string_view>;
+
+Value kind_value(const EntryView& e) { return known(e) ? Value(kind_name(e.facts.parsed.kind)) : std::nullopt; }
+Value key_value(const EntryView& e) { return known(e) ? Value(e.facts.parsed.key) : std::nullopt; }
+Value apnea_value(const EntryView& e) {
+  return e.verdict.apnea_verdict ? Value(apnea_verdict_name(*e.verdict.apnea_verdict)) : std::nullopt;
+}
+Value token_value(const EntryView& e) {
+  const Owner* owner = accepted_owner(e.facts);
+  return owner != nullptr ? Value(owner->token) : std::nullopt;
+}
+Value command_value(const EntryView& e) {
+  const ProcessInfo* info = process_info(e.facts);
+  return info != nullptr ? Value(info->command) : std::nullopt;
+}
+Value label_value(const EntryView& e) { return e.label != nullptr ? Value(e.label->path) : std::nullopt; }
+Value fix_value(const EntryView& e) { return !e.verdict.fix.empty() ? Value(e.verdict.fix) : std::nullopt; }
+Value guard_value(const EntryView& e) {
+  return e.verdict.role == EntryRole::lock ? Value(guard_state_name(e.verdict.guard)) : std::nullopt;
+}
+Value proof_name_value(const EntryView& e) {
+  return e.verdict.proof != DeathProof::none ? Value(proof_name(e.verdict.proof)) : std::nullopt;
+}
+Value decision_value(const EntryView& e) {
+  return e.decision != nullptr ? Value(plan_action_name(e.decision->action)) : std::nullopt;
+}
+Value why_value(const EntryView& e) { return e.decision != nullptr ? Value(e.decision->why) : std::nullopt; }
+Value next_step_value(const EntryView& e) {
+  return e.decision != nullptr && !e.decision->next_step.empty() ? Value(e.decision->next_step) : std::nullopt;
+}
+Value suffix_value(const EntryView& e) {
+  return !e.facts.parsed.suffix.empty() ? Value(e.facts.parsed.suffix) : std::nullopt;
+}
+Value type_value(const EntryView& e) {
+  return e.facts.stat ? Value(file_type_name(e.facts.stat->type)) : std::nullopt;
+}
+Value user_value(const EntryView& e) { return e.user != nullptr ? Value(*e.user) : std::nullopt; }
+
+// The times a field holds (nanoseconds since the epoch), or nothing.
+using Time = std::optional<std::int64_t>;
+
+Time started_time(const EntryView& e) {
+  const ProcessInfo* info = process_info(e.facts);
+  return info != nullptr ? Time(info->start_time_ns) : std::nullopt;
+}
+Time written_time(const EntryView& e) {
+  return e.facts.owner && e.facts.owner->owner_stat ? Time(e.facts.owner->owner_stat->mtime_ns) : std::nullopt;
+}
+Time mtime_time(const EntryView& e) { return e.facts.stat ? Time(e.facts.stat->mtime_ns) : std::nullopt; }
+
+std::string text_of(Value value) { return std::string(value.value_or("")); }
+std::string text_of(Time time, bool millis = false) { return time ? format_time(*time, millis) : ""; }
+
+/// The member `key`: the value, or null.
+void member(JsonWriter& json, const JsonKey& key, Value value) {
   json.key(key);
-  if (present) json.string(text);
+  if (value) json.string(*value);
+  else json.null();
+}
+
+/// The member `key`: the time (UTC, milliseconds), or null.
+void member(JsonWriter& json, const JsonKey& key, Time time) {
+  json.key(key);
+  if (time) json.string(format_time_text(*time, true));
   else json.null();
 }
 
 // The text of each field, unescaped.
-std::string kind_text(const EntryView& e) { return known(e) ? std::string(kind_name(e.facts.parsed.kind)) : ""; }
-std::string key_text(const EntryView& e) { return known(e) ? e.facts.parsed.key : ""; }
+std::string kind_text(const EntryView& e) { return text_of(kind_value(e)); }
+std::string key_text(const EntryView& e) { return text_of(key_value(e)); }
 std::string role_text(const EntryView& e) { return std::string(role_name(e.verdict.role)); }
 std::string state_text(const EntryView& e) { return std::string(state_name(e.verdict.state)); }
 std::string reason_text(const EntryView& e) { return e.verdict.reason; }
-std::string apnea_text(const EntryView& e) {
-  return e.verdict.apnea_verdict ? std::string(apnea_verdict_name(*e.verdict.apnea_verdict)) : "";
-}
+std::string apnea_text(const EntryView& e) { return text_of(apnea_value(e)); }
 std::string pid_field_text(const EntryView& e) {
   const Owner* owner = accepted_owner(e.facts);
   return owner != nullptr ? pid_text(owner->pid) : "";
 }
-std::string token_text(const EntryView& e) {
-  const Owner* owner = accepted_owner(e.facts);
-  return owner != nullptr ? owner->token : "";
-}
+std::string token_text(const EntryView& e) { return text_of(token_value(e)); }
 std::string age_text(const EntryView& e) { return e.verdict.age_ns ? format_age(*e.verdict.age_ns) : ""; }
-std::string command_text(const EntryView& e) {
-  const ProcessInfo* info = process_info(e.facts);
-  return info != nullptr ? info->command : "";
-}
-std::string started_text(const EntryView& e) {
-  const ProcessInfo* info = process_info(e.facts);
-  return info != nullptr ? format_time(info->start_time_ns) : "";
-}
-std::string label_text(const EntryView& e) { return e.label != nullptr ? e.label->path : ""; }
-std::string fix_text(const EntryView& e) { return e.verdict.fix; }
-bool has_written(const EntryView& e) { return e.facts.owner && e.facts.owner->owner_stat; }
-std::string written_text(const EntryView& e) {
-  return has_written(e) ? format_time(e.facts.owner->owner_stat->mtime_ns) : "";
-}
+std::string command_text(const EntryView& e) { return text_of(command_value(e)); }
+std::string started_text(const EntryView& e) { return text_of(started_time(e)); }
+std::string label_text(const EntryView& e) { return text_of(label_value(e)); }
+std::string fix_text(const EntryView& e) { return text_of(fix_value(e)); }
+std::string written_text(const EntryView& e) { return text_of(written_time(e)); }
 std::string name_text(const EntryView& e) { return e.facts.name; }
 std::string path_text(const EntryView& e) { return e.facts.path; }
 std::string attention_text(const EntryView& e) { return yes_no(e.verdict.needs_attention); }
 std::string self_heals_text(const EntryView& e) { return yes_no(e.verdict.apnea_self_heals); }
 std::string certain_text(const EntryView& e) { return yes_no(e.verdict.certain); }
-std::string guard_text(const EntryView& e) {
-  return e.verdict.role == EntryRole::lock ? std::string(guard_state_name(e.verdict.guard)) : "";
-}
+std::string guard_text(const EntryView& e) { return text_of(guard_value(e)); }
 std::string proof_text(const EntryView& e) { return std::string(proof_class_name(e.verdict.proof_class)); }
-std::string proof_name_text(const EntryView& e) {
-  return e.verdict.proof != DeathProof::none ? std::string(proof_name(e.verdict.proof)) : "";
-}
-std::string decision_text(const EntryView& e) {
-  return e.decision != nullptr ? std::string(plan_action_name(e.decision->action)) : "";
-}
-std::string why_text(const EntryView& e) { return e.decision != nullptr ? e.decision->why : ""; }
-std::string next_step_text(const EntryView& e) { return e.decision != nullptr ? e.decision->next_step : ""; }
+std::string proof_name_text(const EntryView& e) { return text_of(proof_name_value(e)); }
+std::string decision_text(const EntryView& e) { return text_of(decision_value(e)); }
+std::string why_text(const EntryView& e) { return text_of(why_value(e)); }
+std::string next_step_text(const EntryView& e) { return text_of(next_step_value(e)); }
 std::string force_text(const EntryView& e) { return yes_no(e.verdict.force_required); }
 std::string clock_void_text(const EntryView& e) { return yes_no(e.verdict.death.clock_void); }
 std::string lock_name_text(const EntryView& e) { return known(e) ? e.facts.parsed.lock_name() : ""; }
-std::string suffix_text(const EntryView& e) { return e.facts.parsed.suffix; }
-std::string type_text(const EntryView& e) {
-  return e.facts.stat ? std::string(file_type_name(e.facts.stat->type)) : "";
-}
-std::string mtime_text(const EntryView& e) {
-  return e.facts.stat ? format_time(e.facts.stat->mtime_ns, true) : "";
-}
-std::string user_text(const EntryView& e) { return e.user != nullptr ? *e.user : ""; }
+std::string suffix_text(const EntryView& e) { return text_of(suffix_value(e)); }
+std::string type_text(const EntryView& e) { return text_of(type_value(e)); }
+std::string mtime_text(const EntryView& e) { return text_of(mtime_time(e), true); }
+std::string user_text(const EntryView& e) { return text_of(user_value(e)); }
 
 // The JSON member(s) of each field.
-// (Written from the facts directly, not through the text functions' strings: status
-// writes some 45 members an entry.)
-void kind_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "kind", known(e), kind_name(e.facts.parsed.kind));
-}
-void key_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "key", known(e), e.facts.parsed.key); }
+void kind_json(JsonWriter& j, const EntryView& e) { member(j, "kind", kind_value(e)); }
+void key_json(JsonWriter& j, const EntryView& e) { member(j, "key", key_value(e)); }
 void role_json(JsonWriter& j, const EntryView& e) { j.key("role").string(role_name(e.verdict.role)); }
 void state_json(JsonWriter& j, const EntryView& e) { j.key("state").string(state_name(e.verdict.state)); }
 void reason_json(JsonWriter& j, const EntryView& e) { j.key("reason").string(e.verdict.reason); }
-void apnea_json(JsonWriter& j, const EntryView& e) {
-  j.key("apnea_verdict");
-  if (e.verdict.apnea_verdict) j.string(apnea_verdict_name(*e.verdict.apnea_verdict));
-  else j.null();
-}
+void apnea_json(JsonWriter& j, const EntryView& e) { member(j, "apnea_verdict", apnea_value(e)); }
 void pid_json(JsonWriter& j, const EntryView& e) {
   j.key("pid");
   const Owner* owner = accepted_owner(e.facts);
@@ -116,88 +149,43 @@ void pid_json(JsonWriter& j, const EntryView& e) {
   else if (std::isfinite(owner->pid)) j.number_text(pid_text(owner->pid));
   else j.string(pid_text(owner->pid));  // JSON has no Infinity
 }
-void token_json(JsonWriter& j, const EntryView& e) {
-  const Owner* owner = accepted_owner(e.facts);
-  text_or_null(j, "token", owner != nullptr, owner != nullptr ? std::string_view(owner->token) : "");
-}
-void user_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "user", e.user != nullptr, e.user != nullptr ? std::string_view(*e.user) : "");
-}
+void token_json(JsonWriter& j, const EntryView& e) { member(j, "token", token_value(e)); }
+void user_json(JsonWriter& j, const EntryView& e) { member(j, "user", user_value(e)); }
 void age_json(JsonWriter& j, const EntryView& e) {
   j.key("age_ms");
   if (e.verdict.age_ns) j.integer(*e.verdict.age_ns / 1'000'000);
   else j.null();
 }
-void command_json(JsonWriter& j, const EntryView& e) {
-  const ProcessInfo* info = process_info(e.facts);
-  text_or_null(j, "command", info != nullptr, info != nullptr ? std::string_view(info->command) : "");
-}
-void started_json(JsonWriter& j, const EntryView& e) {
-  const ProcessInfo* info = process_info(e.facts);
-  j.key("started");
-  if (info != nullptr) j.string(format_time_text(info->start_time_ns, true));
-  else j.null();
-}
-void label_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "label", e.label != nullptr, e.label != nullptr ? std::string_view(e.label->path) : "");
-}
+void command_json(JsonWriter& j, const EntryView& e) { member(j, "command", command_value(e)); }
+void started_json(JsonWriter& j, const EntryView& e) { member(j, "started", started_time(e)); }
+void label_json(JsonWriter& j, const EntryView& e) { member(j, "label", label_value(e)); }
 void fix_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "fix", !e.verdict.fix.empty(), e.verdict.fix);
+  member(j, "fix", fix_value(e));
   j.key("fix_argv");
   write_argv(j, e.verdict.fix_argv);
 }
-void written_json(JsonWriter& j, const EntryView& e) {
-  j.key("written");
-  if (has_written(e)) j.string(format_time_text(e.facts.owner->owner_stat->mtime_ns, true));
-  else j.null();
-}
+void written_json(JsonWriter& j, const EntryView& e) { member(j, "written", written_time(e)); }
 void name_json(JsonWriter& j, const EntryView& e) { j.key("name").string(e.facts.name); }
 void path_json(JsonWriter& j, const EntryView& e) { j.key("path").string(e.facts.path); }
 void attention_json(JsonWriter& j, const EntryView& e) { j.key("needs_attention").boolean(e.verdict.needs_attention); }
 void self_heals_json(JsonWriter& j, const EntryView& e) { j.key("apnea_self_heals").boolean(e.verdict.apnea_self_heals); }
 void certain_json(JsonWriter& j, const EntryView& e) { j.key("certain").boolean(e.verdict.certain); }
-void guard_json(JsonWriter& j, const EntryView& e) {
-  j.key("guard");
-  if (e.verdict.role == EntryRole::lock) j.string(guard_state_name(e.verdict.guard));
-  else j.null();
-}
+void guard_json(JsonWriter& j, const EntryView& e) { member(j, "guard", guard_value(e)); }
 void proof_json(JsonWriter& j, const EntryView& e) { j.key("proof").string(proof_class_name(e.verdict.proof_class)); }
-void proof_name_json(JsonWriter& j, const EntryView& e) {
-  j.key("proof_name");
-  if (e.verdict.proof != DeathProof::none) j.string(proof_name(e.verdict.proof));
-  else j.null();
-}
-void decision_json(JsonWriter& j, const EntryView& e) {
-  j.key("decision");
-  if (e.decision != nullptr) j.string(plan_action_name(e.decision->action));
-  else j.null();
-}
-void why_json(JsonWriter& j, const EntryView& e) {
-  j.key("decision_why");
-  if (e.decision != nullptr) j.string(e.decision->why);
-  else j.null();
-}
-void next_step_json(JsonWriter& j, const EntryView& e) {
-  j.key("next_step");
-  if (e.decision != nullptr && !e.decision->next_step.empty()) j.string(e.decision->next_step);
-  else j.null();
-}
+void proof_name_json(JsonWriter& j, const EntryView& e) { member(j, "proof_name", proof_name_value(e)); }
+void decision_json(JsonWriter& j, const EntryView& e) { member(j, "decision", decision_value(e)); }
+void why_json(JsonWriter& j, const EntryView& e) { member(j, "decision_why", why_value(e)); }
+void next_step_json(JsonWriter& j, const EntryView& e) { member(j, "next_step", next_step_value(e)); }
 void force_json(JsonWriter& j, const EntryView& e) { j.key("force_required").boolean(e.verdict.force_required); }
 void clock_void_json(JsonWriter& j, const EntryView& e) { j.key("clock_void").boolean(e.verdict.death.clock_void); }
-void lock_name_json(JsonWriter& j, const EntryView& e) { text_or_null(j, "lock_name", known(e), lock_name_text(e)); }
-void suffix_json(JsonWriter& j, const EntryView& e) {
-  text_or_null(j, "suffix", !e.facts.parsed.suffix.empty(), e.facts.parsed.suffix);
-}
-void type_json(JsonWriter& j, const EntryView& e) {
-  j.key("type");
-  if (e.facts.stat) j.string(file_type_name(e.facts.stat->type));
+void lock_name_json(JsonWriter& j, const EntryView& e) {
+  j.key("lock_name");
+  if (known(e)) j.string(e.facts.parsed.lock_name());
   else j.null();
 }
-void mtime_json(JsonWriter& j, const EntryView& e) {
-  j.key("mtime");
-  if (e.facts.stat) j.string(format_time_text(e.facts.stat->mtime_ns, true));
-  else j.null();
-}
+void suffix_json(JsonWriter& j, const EntryView& e) { member(j, "suffix", suffix_value(e)); }
+void type_json(JsonWriter& j, const EntryView& e) { member(j, "type", type_value(e)); }
+void mtime_json(JsonWriter& j, const EntryView& e) { member(j, "mtime", mtime_time(e)); }
 
 }  // namespace
 
