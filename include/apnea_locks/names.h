@@ -9,7 +9,7 @@
 
 namespace apnea_locks {
 
-/// Lowercase hex SHA-256 of `bytes` (OpenSSL EVP).
+/// Lowercase hex SHA-256 of `bytes` (OpenSSL's SHA256_* functions).
 std::string sha256_hex(std::string_view bytes);
 
 /// The two kinds of Apnea lock.
