@@ -180,11 +180,12 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
       else
         error = wrapped(code, "rename", candidate, target.resource);
     }
-    // The candidate is always removed (after a successful rename it no longer exists).
+    // Published: the candidate was renamed to the lock, so there is nothing left to clean
+    // up (its name holds our own fresh token: no one else makes it).
+    if (!error && !contended) return HeldLock(system, lock, std::move(owner));
+    // Otherwise the candidate is always removed, as Apnea removes it.
     auto removed = system.remove_tree(candidate);
     if (error) return failure(*error);
-    // Published: the lock is ours whatever the clean-up of the (renamed) candidate said.
-    if (!contended) return HeldLock(system, lock, std::move(owner));
     if (!removed) return failure(wrapped(removed.error(), "rm", candidate, target.resource));
 
     auto now = system.lstat(lock);

@@ -106,8 +106,10 @@ TEST_CASE("acquire publishes Apnea's exact owner record; release removes it") {
   CHECK(mode_of(f.target.lock_path + "/owner.json") == 0600);
   CHECK(mode_of(f.dir) == 0700);
   CHECK(mode_of(node_dirname(f.dir)) == 0700);
-  // The candidate was published by rename: nothing else is left.
+  // The candidate was published by rename: nothing else is left, and nothing was cleaned up
+  // (the renamed candidate is gone by the rename itself).
   CHECK(f.entries() == std::vector<std::string>{node_normalize(f.target.lock_path).substr(f.dir.size() + 1)});
+  CHECK(f.system.count("remove_tree") == 0);
   // The candidate's owner.json and the candidate directory were both fsynced before publishing.
   CHECK(f.system.count("write_new_file") == 1);
   CHECK(f.system.count("fsync_directory") == 1);
@@ -636,6 +638,27 @@ TEST_CASE("remove_entry: owner.json through the descriptor, then rmdir; never re
     CHECK(remove_entry(f.system, entry, judged) == std::nullopt);
     CHECK_FALSE(f.exists(entry));
   }
+}
+
+TEST_CASE("list_names_at lists a directory whole from its start, on every call") {
+  Fixture f;
+  const std::string entry = f.temp / "many";
+  REQUIRE(::mkdir(entry.c_str(), 0700) == 0);
+  std::set<std::string> made;
+  for (int i = 0; i < 600; ++i) {  // some 40 KiB of records: several getdents64 buffers
+    const std::string name = "entry-with-a-long-name-" + std::to_string(i) + std::string(40, 'x');
+    REQUIRE(f.system.real().write_new_file(entry + "/" + name, "x", 0600));
+    made.insert(name);
+  }
+  auto fd = f.system.real().open_directory(entry);
+  REQUIRE(fd);
+  for (int pass = 0; pass < 2; ++pass) {  // the second from the start again
+    auto names = f.system.real().list_names_at(*fd);
+    REQUIRE(names);
+    CHECK(names->size() == made.size());
+    CHECK(std::set<std::string>(names->begin(), names->end()) == made);
+  }
+  f.system.real().close(*fd);
 }
 
 TEST_CASE("a dead owner's lock that cannot be removed whole is not renamed to a tombstone") {

@@ -143,7 +143,8 @@ class System {
   /// open(2) of a directory with O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC: a symlink fails with
   /// ELOOP, anything but a directory with ENOTDIR. Close it with close().
   virtual SysResult<int> open_directory(const std::string& path) = 0;
-  /// The names in the directory open as `fd` (without "." and ".."); `fd` stays open.
+  /// The names in the directory open as `fd` (without "." and ".."), read from its start;
+  /// `fd` stays open.
   virtual SysResult<std::vector<std::string>> list_names_at(int fd) = 0;
   /// fstatat(2) of `name` in the directory `fd`, not following a symlink.
   virtual SysResult<FileStat> stat_at(int fd, const std::string& name) = 0;
