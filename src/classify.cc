@@ -122,16 +122,21 @@ std::optional<std::int64_t> age_of(const std::optional<FileStat>& stat, std::int
   return now_ns - stat->mtime_ns;  // a future mtime shows a negative age, never clamped
 }
 
-/// Every pid the record names, probed: `named`, and the accepted owner's pid (with its probe)
-/// when `named` lacks it (facts gathered by hand).
-std::vector<std::pair<double, ProcessFacts>> named_of(const EntryFacts& facts) {
-  std::vector<std::pair<double, ProcessFacts>> named = facts.named;
-  if (facts.owner && facts.owner->owner && facts.process) {
-    const double pid = facts.owner->owner->pid;
-    if (std::none_of(named.begin(), named.end(), [&](const auto& n) { return n.first == pid; }))
-      named.emplace_back(pid, *facts.process);
-  }
-  return named;
+/// The accepted owner's probe when `named` lacks its pid (facts gathered by hand), else null.
+const ProcessFacts* unnamed_owner(const EntryFacts& facts) {
+  if (!facts.owner || !facts.owner->owner || !facts.process) return nullptr;
+  const double pid = facts.owner->owner->pid;
+  const bool named = std::any_of(facts.named.begin(), facts.named.end(),
+                                 [&](const auto& n) { return n.first == pid; });
+  return named ? nullptr : &*facts.process;
+}
+
+/// Calls `visit(pid, probe)` for every pid the record names: `named`, then the accepted
+/// owner's pid when `named` lacks it (facts gathered by hand).
+template <class Visit>
+void for_each_named(const EntryFacts& facts, Visit&& visit) {
+  for (const auto& [pid, process] : facts.named) visit(pid, process);
+  if (const ProcessFacts* owner = unnamed_owner(facts)) visit(facts.owner->owner->pid, *owner);
 }
 
 /// The judgement over every pid the record names: the weakest one decides (a pid not proven
@@ -145,7 +150,7 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
   const std::int64_t written =
       facts.written_ns != 0 ? facts.written_ns
                             : (facts.owner && facts.owner->owner_stat ? facts.owner->owner_stat->mtime_ns : 0);
-  for (const auto& [pid, process] : named_of(facts)) {
+  for_each_named(facts, [&](double pid, const ProcessFacts& process) {
     const DeathJudgement judged =
         judge_death(process, policy.host, policy.area_uid, written, policy.reuse_tolerance_ns);
     DeathJudgement& all = verdict.death;
@@ -162,7 +167,7 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
       verdict.blocking_pid = judged.proof == ProofClass::none ? pid_text(pid) : std::string();
     }
     first = false;
-  }
+  });
   verdict.proof_class = verdict.death.proof;
   verdict.proof = verdict.proof_class == ProofClass::none ? DeathProof::none : verdict.death.reason;
   verdict.certain = verdict.proof_class == ProofClass::certain;
@@ -194,7 +199,7 @@ bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict
   const auto& read = *facts.owner;
   if (!read.owner) verdict.failed_check = read.owner.error().reason();
   verdict.pids_unknown = facts.pids_unknown;
-  verdict.pidless = !facts.pids_unknown && named_of(facts).empty();
+  verdict.pidless = !facts.pids_unknown && facts.named.empty() && unnamed_owner(facts) == nullptr;
   verdict.filesystem = policy.host.filesystem;
   if (verdict.pids_unknown || verdict.pidless) {
     verdict.death.remote_filesystem = !policy.host.local_filesystem;

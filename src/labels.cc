@@ -47,7 +47,7 @@ std::size_t LabelIndex::size() const {
 const EntryLabel* LabelIndex::find(std::string_view lock_name) const {
   resolve_pending();
   if (by_name_.empty()) return nullptr;
-  auto found = by_name_.find(std::string(lock_name));
+  auto found = by_name_.find(lock_name);
   return found == by_name_.end() ? nullptr : &found->second;
 }
 

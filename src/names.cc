@@ -127,6 +127,19 @@ std::string EntryName::lock_name() const {
   return apnea_locks::lock_name(kind, key);
 }
 
+std::string_view lock_name_view(std::string_view name, const EntryName& parsed, std::string& scratch) {
+  if (parsed.kind == LockKind::unknown) return {};
+  const std::string_view prefix = kind_name(parsed.kind);
+  constexpr std::string_view lock_suffix = ".lock";
+  const std::size_t size = prefix.size() + 1 + parsed.key.size() + lock_suffix.size();
+  if (name.size() >= size && name.starts_with(prefix) && name[prefix.size()] == '-' &&
+      name.substr(prefix.size() + 1, parsed.key.size()) == parsed.key &&
+      name.substr(size - lock_suffix.size(), lock_suffix.size()) == lock_suffix)
+    return name.substr(0, size);
+  scratch = parsed.lock_name();
+  return scratch;
+}
+
 EntryName parse_entry_name(std::string_view name) {
   EntryName out;
   LockKind kind = LockKind::unknown;

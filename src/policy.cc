@@ -298,7 +298,10 @@ Decision decide(const EntryFacts& facts, const Verdict& verdict, const RemovalFl
 
 std::vector<std::string> detail::reclaim_argv(const EntryFacts& facts, const EntryLabel* label,
                                               bool force, const FixContext& context) {
-  std::vector<std::string> argv{"apnea-locks", "reclaim"};
+  std::vector<std::string> argv;
+  argv.reserve(12);  // every option below and the entry: one allocation
+  argv.emplace_back("apnea-locks");
+  argv.emplace_back("reclaim");
   if (force) argv.emplace_back("--force");
   if (context.user) {
     argv.emplace_back("--user");

@@ -172,6 +172,7 @@ void name_pids(System& system, const DirRef& dir, EntryFacts& facts, const Owner
   std::vector<double> pids = bytes && !canonical ? named_pids(*bytes) : std::vector<double>{};
   if (read.owner && std::find(pids.begin(), pids.end(), read.owner->pid) == pids.end())
     pids.push_back(read.owner->pid);
+  facts.named.reserve(pids.size());
   for (double pid : pids) {
     if (read.owner && pid == read.owner->pid && facts.process) {
       facts.named.emplace_back(pid, *facts.process);

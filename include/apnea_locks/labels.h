@@ -43,7 +43,12 @@ class LabelIndex {
   void resolve_pending() const;
   // Lazily added labels are resolved inside the const lookups.
   mutable std::vector<Pending> pending_;
-  mutable std::unordered_map<std::string, EntryLabel> by_name_;
+  /// Looked up by view (no string made per lookup).
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  mutable std::unordered_map<std::string, EntryLabel, NameHash, std::equal_to<>> by_name_;
 };
 
 /// Calls `visit` with every folder at or below `root` (at most `max_depth` levels down) that

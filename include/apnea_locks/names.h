@@ -67,4 +67,9 @@ struct EntryName {
 /// (wrong prefix, key not 64 lowercase hex digits, empty suffix) are `unknown`.
 EntryName parse_entry_name(std::string_view name);
 
+/// `parsed.lock_name()` without making a string: a protocol name starts with the name of its
+/// lock, so it is a view of `name` when `parsed` is parse_entry_name(name); otherwise the
+/// lock name is made in `scratch` and viewed there. Empty when `parsed` is unknown.
+std::string_view lock_name_view(std::string_view name, const EntryName& parsed, std::string& scratch);
+
 }  // namespace apnea_locks

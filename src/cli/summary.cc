@@ -115,7 +115,11 @@ void AreaSummary::add(const EntryView& entry) {
     labels[i] = field_text(label_fields[i], entry);
     if (labels[i].empty()) labels[i] = "unknown";
   }
-  ++classes[EntryClass{labels[0], labels[1], labels[2]}];
+  // Found by view: an entry class is made only the first time it is seen.
+  const std::tuple<std::string_view, std::string_view, std::string_view> by_view{labels[0], labels[1],
+                                                                                 labels[2]};
+  if (auto found = classes.find(by_view); found != classes.end()) ++found->second;
+  else classes.emplace(EntryClass{labels[0], labels[1], labels[2]}, 1);
   switch (verdict.role) {
     case EntryRole::lock:
       if (verdict.state == EntryState::free) break;

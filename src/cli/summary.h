@@ -55,7 +55,7 @@ struct AreaSummary {
   std::size_t attention = 0;  ///< entries needing attention
   std::map<std::string, std::size_t, std::less<>> states;  ///< by state name
   std::map<std::string, std::size_t, std::less<>> roles;   ///< by role name
-  std::map<EntryClass, std::size_t> classes;  ///< by (kind, role, state)
+  std::map<EntryClass, std::size_t, std::less<>> classes;  ///< by (kind, role, state)
   std::size_t locks = 0;            ///< locks present (role lock, not free)
   std::size_t live = 0;             ///< locks in state live
   std::size_t stale = 0;            ///< locks in state stale
