@@ -21,72 +21,62 @@ std::string signal_answer(int signal_errno) {
 void write_entry_json(JsonWriter& json, const EntryView& entry) {
   const EntryFacts& facts = entry.facts;
   const Verdict& verdict = entry.verdict;
-  auto text_or_null = [&](bool present, std::string_view text) {
-    if (present) json.string(text);
-    else json.null();
+  auto text_or_null = [&](const JsonKey& key, bool present, std::string_view text) {
+    if (present) json.member_string(key, text);
+    else json.member_null(key);
+  };
+  auto integer_or_null = [&](const JsonKey& key, bool present, std::int64_t value) {
+    if (present) json.member_integer(key, value);
+    else json.member_null(key);
   };
   json.begin_object();
   for (const FieldInfo& info : all_fields()) info.json(json, entry);
-  json.key("named_pids");
   if (verdict.pids_unknown) {
-    json.null();
+    json.member_null("named_pids");
   } else {
-    json.begin_array();
+    json.key("named_pids").begin_array();
     for (const auto& [pid, process] : facts.named) {
       if (std::isfinite(pid)) json.number_text(pid_text(pid));
       else json.string(pid_text(pid));  // 1e400: JSON has no Infinity
     }
     json.end_array();
   }
-  json.key("blocker");
   if (verdict.death.blocker) {
     const ProcessInfo& b = *verdict.death.blocker;
-    json.begin_object();
-    json.key("pid").integer(b.pid);
+    json.key("blocker").begin_object();
+    json.member_integer("pid", b.pid);
     json.key("nspid").begin_array();
     for (std::int64_t n : b.nspid) json.integer(n);
     json.end_array();
-    json.key("uid");
-    if (b.uids_known) json.integer(b.uids[0]);
-    else json.null();
-    json.key("command").string(b.command);
-    json.key("started");
-    text_or_null(b.start_time_ns > 0, b.start_time_ns > 0 ? format_time(b.start_time_ns, true) : "");
+    integer_or_null("uid", b.uids_known, b.uids[0]);
+    json.member_string("command", b.command);
+    text_or_null("started", b.start_time_ns > 0, b.start_time_ns > 0 ? format_time(b.start_time_ns, true) : "");
     json.end_object();
   } else {
-    json.null();
+    json.member_null("blocker");
   }
-  json.key("owner_error");
   if (facts.owner && !facts.owner->owner) {
     const OwnerRejection& rejection = facts.owner->owner.error();
-    json.begin_object();
-    json.key("reason").string(rejection.reason());
-    json.key("detail").string(rejection.detail);
+    json.key("owner_error").begin_object();
+    json.member_string("reason", rejection.reason());
+    json.member_string("detail", rejection.detail);
     json.end_object();
   } else {
-    json.null();
+    json.member_null("owner_error");
   }
-  json.key("process");
   if (facts.process) {
     const ProcessInfo* info = facts.process->info ? &*facts.process->info : nullptr;
-    json.begin_object();
-    json.key("signal").string(signal_answer(facts.process->signal_errno));
-    json.key("exists").boolean(info != nullptr);
-    json.key("state");
-    text_or_null(info != nullptr, info != nullptr ? std::string(1, info->state) : "");
-    json.key("uid");
-    if (info != nullptr) json.integer(info->uid);
-    else json.null();
-    json.key("tgid");
-    if (info != nullptr) json.integer(info->tgid);
-    else json.null();
-    json.key("start_time");
-    text_or_null(info != nullptr, info != nullptr ? format_time(info->start_time_ns, true) : "");
-    json.key("command");
-    text_or_null(info != nullptr, info != nullptr ? info->command : "");
+    json.key("process").begin_object();
+    json.member_string("signal", signal_answer(facts.process->signal_errno));
+    json.member_boolean("exists", info != nullptr);
+    text_or_null("state", info != nullptr, info != nullptr ? std::string_view(&info->state, 1) : "");
+    integer_or_null("uid", info != nullptr, info != nullptr ? info->uid : 0);
+    integer_or_null("tgid", info != nullptr, info != nullptr ? info->tgid : 0);
+    text_or_null("start_time", info != nullptr, info != nullptr ? format_time(info->start_time_ns, true) : "");
+    text_or_null("command", info != nullptr, info != nullptr ? std::string_view(info->command) : "");
     json.end_object();
   } else {
-    json.null();
+    json.member_null("process");
   }
   json.end_object();
 }

@@ -86,16 +86,14 @@ std::string text_of(Time time, bool millis = false) { return time ? format_time(
 
 /// The member `key`: the value, or null.
 void member(JsonWriter& json, const JsonKey& key, Value value) {
-  json.key(key);
-  if (value) json.string(*value);
-  else json.null();
+  if (value) json.member_string(key, *value);
+  else json.member_null(key);
 }
 
 /// The member `key`: the time (UTC, milliseconds), or null.
 void member(JsonWriter& json, const JsonKey& key, Time time) {
-  json.key(key);
-  if (time) json.string(format_time_text(*time, true));
-  else json.null();
+  if (time) json.member_string(key, format_time_text(*time, true));
+  else json.member_null(key);
 }
 
 // The text of each field, unescaped.
@@ -138,9 +136,9 @@ std::string user_text(const EntryView& e) { return text_of(user_value(e)); }
 // The JSON member(s) of each field.
 void kind_json(JsonWriter& j, const EntryView& e) { member(j, "kind", kind_value(e)); }
 void key_json(JsonWriter& j, const EntryView& e) { member(j, "key", key_value(e)); }
-void role_json(JsonWriter& j, const EntryView& e) { j.key("role").string(role_name(e.verdict.role)); }
-void state_json(JsonWriter& j, const EntryView& e) { j.key("state").string(state_name(e.verdict.state)); }
-void reason_json(JsonWriter& j, const EntryView& e) { j.key("reason").string(e.verdict.reason); }
+void role_json(JsonWriter& j, const EntryView& e) { j.member_string("role", role_name(e.verdict.role)); }
+void state_json(JsonWriter& j, const EntryView& e) { j.member_string("state", state_name(e.verdict.state)); }
+void reason_json(JsonWriter& j, const EntryView& e) { j.member_string("reason", e.verdict.reason); }
 void apnea_json(JsonWriter& j, const EntryView& e) { member(j, "apnea_verdict", apnea_value(e)); }
 void pid_json(JsonWriter& j, const EntryView& e) {
   j.key("pid");
@@ -152,9 +150,8 @@ void pid_json(JsonWriter& j, const EntryView& e) {
 void token_json(JsonWriter& j, const EntryView& e) { member(j, "token", token_value(e)); }
 void user_json(JsonWriter& j, const EntryView& e) { member(j, "user", user_value(e)); }
 void age_json(JsonWriter& j, const EntryView& e) {
-  j.key("age_ms");
-  if (e.verdict.age_ns) j.integer(*e.verdict.age_ns / 1'000'000);
-  else j.null();
+  if (e.verdict.age_ns) j.member_integer("age_ms", *e.verdict.age_ns / 1'000'000);
+  else j.member_null("age_ms");
 }
 void command_json(JsonWriter& j, const EntryView& e) { member(j, "command", command_value(e)); }
 void started_json(JsonWriter& j, const EntryView& e) { member(j, "started", started_time(e)); }
@@ -165,23 +162,23 @@ void fix_json(JsonWriter& j, const EntryView& e) {
   write_argv(j, e.verdict.fix_argv);
 }
 void written_json(JsonWriter& j, const EntryView& e) { member(j, "written", written_time(e)); }
-void name_json(JsonWriter& j, const EntryView& e) { j.key("name").string(e.facts.name); }
-void path_json(JsonWriter& j, const EntryView& e) { j.key("path").string(e.facts.path); }
-void attention_json(JsonWriter& j, const EntryView& e) { j.key("needs_attention").boolean(e.verdict.needs_attention); }
-void self_heals_json(JsonWriter& j, const EntryView& e) { j.key("apnea_self_heals").boolean(e.verdict.apnea_self_heals); }
-void certain_json(JsonWriter& j, const EntryView& e) { j.key("certain").boolean(e.verdict.certain); }
+void name_json(JsonWriter& j, const EntryView& e) { j.member_string("name", e.facts.name); }
+void path_json(JsonWriter& j, const EntryView& e) { j.member_string("path", e.facts.path); }
+void attention_json(JsonWriter& j, const EntryView& e) { j.member_boolean("needs_attention", e.verdict.needs_attention); }
+void self_heals_json(JsonWriter& j, const EntryView& e) { j.member_boolean("apnea_self_heals", e.verdict.apnea_self_heals); }
+void certain_json(JsonWriter& j, const EntryView& e) { j.member_boolean("certain", e.verdict.certain); }
 void guard_json(JsonWriter& j, const EntryView& e) { member(j, "guard", guard_value(e)); }
-void proof_json(JsonWriter& j, const EntryView& e) { j.key("proof").string(proof_class_name(e.verdict.proof_class)); }
+void proof_json(JsonWriter& j, const EntryView& e) { j.member_string("proof", proof_class_name(e.verdict.proof_class)); }
 void proof_name_json(JsonWriter& j, const EntryView& e) { member(j, "proof_name", proof_name_value(e)); }
 void decision_json(JsonWriter& j, const EntryView& e) { member(j, "decision", decision_value(e)); }
 void why_json(JsonWriter& j, const EntryView& e) { member(j, "decision_why", why_value(e)); }
 void next_step_json(JsonWriter& j, const EntryView& e) { member(j, "next_step", next_step_value(e)); }
-void force_json(JsonWriter& j, const EntryView& e) { j.key("force_required").boolean(e.verdict.force_required); }
-void clock_void_json(JsonWriter& j, const EntryView& e) { j.key("clock_void").boolean(e.verdict.death.clock_void); }
+void force_json(JsonWriter& j, const EntryView& e) { j.member_boolean("force_required", e.verdict.force_required); }
+void clock_void_json(JsonWriter& j, const EntryView& e) { j.member_boolean("clock_void", e.verdict.death.clock_void); }
 void lock_name_json(JsonWriter& j, const EntryView& e) {
-  j.key("lock_name");
-  if (known(e)) j.string(e.facts.parsed.lock_name());
-  else j.null();
+  std::string scratch;
+  if (known(e)) j.member_string("lock_name", lock_name_view(e.facts.name, e.facts.parsed, scratch));
+  else j.member_null("lock_name");
 }
 void suffix_json(JsonWriter& j, const EntryView& e) { member(j, "suffix", suffix_value(e)); }
 void type_json(JsonWriter& j, const EntryView& e) { member(j, "type", type_value(e)); }

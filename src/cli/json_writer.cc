@@ -212,17 +212,18 @@ void JsonWriter::end_array() {
   put(']');
 }
 
-JsonWriter& JsonWriter::key(const JsonKey& key) {
-  // The common case in one go: `,` newline indent `"name": ` (status writes ~45 keys an
+char* JsonWriter::open_member(const JsonKey& key, std::size_t value_room) {
+  // The common case in one go: `,` newline indent `"name": ` (status writes ~45 members an
   // entry), with fixed-size copies: the indent from a row of spaces, the name from the
   // key's padded bytes (checked when the program was compiled). Deeper than
-  // `indent_limit` levels, or near the end of the buffer: one piece at a time.
+  // `indent_limit` levels, or with no room even in an empty buffer: not here.
   constexpr std::size_t indent_limit = 32;
   static constexpr char spaces[indent_limit + 1] = "                                ";
   const std::size_t indent = 2 * stack_.size();
-  if (after_key_ || stack_.empty() || indent > indent_limit) return key_text(key.view());
+  if (after_key_ || stack_.empty() || indent > indent_limit) return nullptr;
   constexpr std::size_t most = 1 + 1 + indent_limit + 1 + JsonKey::max_size + 1 + 3;
-  if (chunk_size - used_ < most) flush_buffer();
+  if (value_room > chunk_size - most) return nullptr;
+  if (chunk_size - used_ < most + value_room) flush_buffer();
   char* at = buffer_.get() + used_;
   if (!stack_.back().empty) *at++ = ',';
   stack_.back().empty = false;
@@ -233,10 +234,66 @@ JsonWriter& JsonWriter::key(const JsonKey& key) {
   std::memcpy(at, key.padded(), JsonKey::max_size + 1);
   at += key.view().size();
   std::memcpy(at, "\": ", 3);
-  at += 3;
+  return at + 3;
+}
+
+JsonWriter& JsonWriter::key(const JsonKey& key) {
+  char* at = open_member(key, 0);
+  if (at == nullptr) return key_text(key.view());
   used_ = static_cast<std::size_t>(at - buffer_.get());
   after_key_ = true;
   return *this;
+}
+
+void JsonWriter::member_string(const JsonKey& name, std::string_view text) {
+  // A plain text of a usual size: key, quotes and text copied in one piece.
+  constexpr std::size_t one_piece = 4096;
+  char* at = text.size() <= one_piece && plain_ascii(text) ? open_member(name, text.size() + 2) : nullptr;
+  if (at == nullptr) {
+    key(name);
+    string(text);
+    return;
+  }
+  *at++ = '"';
+  if (!text.empty()) std::memcpy(at, text.data(), text.size());
+  at += text.size();
+  *at++ = '"';
+  used_ = static_cast<std::size_t>(at - buffer_.get());
+}
+
+void JsonWriter::member_null(const JsonKey& name) {
+  char* at = open_member(name, 4);
+  if (at == nullptr) {
+    key(name);
+    null();
+    return;
+  }
+  std::memcpy(at, "null", 4);
+  used_ = static_cast<std::size_t>(at + 4 - buffer_.get());
+}
+
+void JsonWriter::member_boolean(const JsonKey& name, bool value) {
+  char* at = open_member(name, 5);
+  if (at == nullptr) {
+    key(name);
+    boolean(value);
+    return;
+  }
+  const std::string_view text = value ? std::string_view("true") : std::string_view("false");
+  std::memcpy(at, text.data(), text.size());
+  used_ = static_cast<std::size_t>(at + text.size() - buffer_.get());
+}
+
+void JsonWriter::member_integer(const JsonKey& name, std::int64_t value) {
+  constexpr std::size_t digits = 20;  // "-9223372036854775808"
+  char* at = open_member(name, digits);
+  if (at == nullptr) {
+    key(name);
+    integer(value);
+    return;
+  }
+  at = std::to_chars(at, at + digits, value).ptr;
+  used_ = static_cast<std::size_t>(at - buffer_.get());
 }
 
 JsonWriter& JsonWriter::key_text(std::string_view name) {

@@ -73,6 +73,14 @@ class JsonWriter {
   /// The next value belongs to member `name`, a name known only at run time (escaped as
   /// json_string escapes it).
   JsonWriter& key_text(std::string_view name);
+  /// The member `name` with the string value `text`: key(name).string(text) in one step.
+  void member_string(const JsonKey& name, std::string_view text);
+  /// The member `name` with the value null: key(name).null() in one step.
+  void member_null(const JsonKey& name);
+  /// The member `name` with the value true or false: key(name).boolean(value) in one step.
+  void member_boolean(const JsonKey& name, bool value);
+  /// The member `name` with an integer value: key(name).integer(value) in one step.
+  void member_integer(const JsonKey& name, std::int64_t value);
   /// A string value (see json_string).
   void string(std::string_view text);
   /// A string, or null when there is none.
@@ -93,6 +101,11 @@ class JsonWriter {
  private:
   void before_value();
   void newline();
+  /// Writes `,` newline indent `"name": ` with room for `value_room` more bytes after it
+  /// and returns where the value goes (the caller writes it and sets used_); null when
+  /// the member cannot be written in one piece here (after a key, outside an object, too
+  /// deep, or too large), and nothing was written.
+  char* open_member(const JsonKey& name, std::size_t value_room);
   void flush_buffer();
   // Appending to the buffer, inline: status calls these a few dozen times per entry.
   void put(std::string_view text) {
