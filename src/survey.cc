@@ -1,6 +1,7 @@
 #include "apnea_locks/survey.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -34,9 +35,9 @@ constexpr int reconfirm_limit = 5;
 /// reused inode number with a new ctime); Apnea never rewrites a published owner.json, and
 /// replacing it inside the directory changes the directory's mtime. So this one lstat says
 /// "same device, inode and token" without reading the record again.
-bool unchanged_since(System& system, const EntryFacts& facts) {
+bool unchanged_since(System& system, const DirRef& dir, const EntryFacts& facts) {
   if (!facts.stat) return true;  // nothing read: nothing to re-confirm
-  auto now = system.lstat(facts.path);
+  auto now = system.lstat_in(dir, facts.name);
   return now && now->same_object(*facts.stat) && now->ctime_ns == facts.stat->ctime_ns &&
          now->mtime_ns == facts.stat->mtime_ns;
 }
@@ -107,7 +108,8 @@ class PackedNames {
     char head[34];  // the tag, 32 bytes of key, the suffix's size: appended in one piece
     head[0] = static_cast<char>(1 + static_cast<int>(packed.kind) * 8 + static_cast<int>(packed.role));
     for (std::size_t i = 0; i < 64; i += 2)
-      head[1 + i / 2] = static_cast<char>(hex_value(packed.key[i]) * 16 + hex_value(packed.key[i + 1]));
+      head[1 + i / 2] = static_cast<char>(hex_values[static_cast<unsigned char>(packed.key[i])] * 16 +
+                                          hex_values[static_cast<unsigned char>(packed.key[i + 1])]);
     head[33] = static_cast<char>(packed.suffix.size());
     bytes_.append(head, sizeof head).append(packed.suffix);
     if (packed.role != EntryRole::reclaim_guard) return {};
@@ -134,7 +136,14 @@ class PackedNames {
   }
 
  private:
-  static int hex_value(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+  /// The value of each lowercase hex digit; 16 for every other byte.
+  static constexpr std::array<unsigned char, 256> hex_values = [] {
+    std::array<unsigned char, 256> table{};
+    table.fill(16);
+    for (int c = '0'; c <= '9'; ++c) table[static_cast<std::size_t>(c)] = static_cast<unsigned char>(c - '0');
+    for (int c = 'a'; c <= 'f'; ++c) table[static_cast<std::size_t>(c)] = static_cast<unsigned char>(c - 'a' + 10);
+    return table;
+  }();
 
   /// A protocol name taken apart without allocating (parse_entry_name's grammar, exactly:
   /// name_at spells the same name again); role unknown for any other name.
@@ -154,8 +163,9 @@ class PackedNames {
       }
     }
     if (packed.kind == LockKind::unknown || name.size() < 69 || name.substr(64, 5) != ".lock") return {};
-    for (char c : name.substr(0, 64))
-      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return {};
+    unsigned not_hex = 0;  // one test for the 64 digits, not one branch each
+    for (char c : name.substr(0, 64)) not_hex |= hex_values[static_cast<unsigned char>(c)] & 16U;
+    if (not_hex != 0) return {};
     packed.key = name.substr(0, 64);
     const std::string_view tail = name.substr(69);
     if (tail.empty()) {
@@ -214,7 +224,12 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
                                    const std::function<void(const JudgedEntry&)>& visit) {
   // The listing first, in one pass: which names there are, and which locks have a guard.
   PackedNames names;
-  std::unordered_set<std::string> guarded;  // lock names with a `.reclaim` entry listed
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  // Lock names with a `.reclaim` entry listed, looked up by view.
+  std::unordered_set<std::string, NameHash, std::equal_to<>> guarded;
   auto listed = system.list_directory(directory, [&](const DirEntry& entry) {
     if (std::string lock = names.add(entry.name); !lock.empty()) guarded.insert(std::move(lock));
     return true;
@@ -240,7 +255,9 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   std::once_flag paused_once;
   SurveySettings with_paused;
   auto label_of = [&](const EntryFacts& facts) -> const EntryLabel* {
-    return facts.parsed.role == EntryRole::unknown ? nullptr : labels.find(facts.parsed.lock_name());
+    if (facts.parsed.role == EntryRole::unknown) return nullptr;
+    std::string scratch;
+    return labels.find(lock_name_view(facts.name, facts.parsed, scratch));
   };
   auto judge = [&](const EntryFacts& facts, const EntryLabel* label) {
     if (!needs_paused(facts, settings)) return judge_entry(facts, settings, label);
@@ -255,20 +272,25 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     EntryFacts facts;
     Verdict verdict;
     Decision decision;
-    const EntryLabel* label;
+    const EntryLabel* label = nullptr;
   };
-  // Gathers, judges and re-confirms entry `index`; nothing when it vanished.
-  auto survey_one = [&](std::size_t index) -> std::optional<Judged> {
+  // Gathers, judges and re-confirms entry `index` into `out` (an object reused from entry to
+  // entry, so each part is moved once); false when the entry vanished.
+  auto survey_one = [&](std::size_t index, Judged& out) -> bool {
     auto [name, parsed] = names.entry(index);
     GuardListing guard = GuardListing::unknown;
-    if (parsed.role != EntryRole::unknown && parsed.role != EntryRole::reclaim_guard)
-      guard = !guarded.empty() && guarded.contains(parsed.lock_name()) ? GuardListing::present
-                                                                       : GuardListing::absent;
+    if (parsed.role != EntryRole::unknown && parsed.role != EntryRole::reclaim_guard) {
+      std::string scratch;
+      guard = !guarded.empty() && guarded.contains(lock_name_view(name, parsed, scratch))
+                  ? GuardListing::present
+                  : GuardListing::absent;
+    }
     const std::uint32_t uid = settings.judge.area_uid;
-    EntryFacts facts = gather_entry_in(system, dir, name, std::move(parsed), uid, processes, guard);
-    if (!facts.stat && !facts.kept_changing) return std::nullopt;  // vanished since the listing
-    const EntryLabel* label = label_of(facts);  // the name's: the same for every re-read
-    auto judged = judge(facts, label);
+    EntryFacts& facts = out.facts;
+    facts = gather_entry_in(system, dir, name, std::move(parsed), uid, processes, guard);
+    if (!facts.stat && !facts.kept_changing) return false;  // vanished since the listing
+    out.label = label_of(facts);  // the name's: the same for every re-read
+    auto judged = judge(facts, out.label);
     // A verdict of death is re-confirmed before it is reported: the lock must still be the
     // same object with the same owner record after the probe, else it changed under us (a
     // release, then a new owner) and is gathered again, with fresh probes. Only a lock's
@@ -278,18 +300,20 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     for (int tries = 0; facts.parsed.role == EntryRole::lock && facts.stat && !facts.kept_changing &&
                         judged.first.proof_class != ProofClass::none;
          ++tries) {
-      if (facts.confirmed_after_probe || unchanged_since(system, facts)) break;
+      if (facts.confirmed_after_probe || unchanged_since(system, dir, facts)) break;
       if (tries == reconfirm_limit) {
         facts.kept_changing = true;  // never the same twice: changing, not dead
       } else {
         ProcessCache fresh(system, settings.judge.host);
         facts = gather_entry_in(system, dir, name, parse_entry_name(name), uid, fresh,
                                 GuardListing::unknown);
-        if (!facts.stat && !facts.kept_changing) return std::nullopt;  // released for good
+        if (!facts.stat && !facts.kept_changing) return false;  // released for good
       }
-      judged = judge(facts, label);
+      judged = judge(facts, out.label);
     }
-    return Judged{std::move(facts), std::move(judged.first), std::move(judged.second), label};
+    out.verdict = std::move(judged.first);
+    out.decision = std::move(judged.second);
+    return true;
   };
 
   std::set<std::string> absent = expected_locks;
@@ -301,8 +325,9 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   const std::size_t count = names.size();
   const std::size_t jobs = std::min<std::size_t>(std::max(settings.jobs, 1U), count);
   if (jobs <= 1 || count < parallel_threshold) {
+    Judged judged;
     for (std::size_t i = 0; i < count; ++i)
-      if (auto judged = survey_one(i)) deliver(*judged);
+      if (survey_one(i, judged)) deliver(judged);
   } else {
     (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
     // This thread and `jobs - 1` workers take entries in listing order (an atomic counter)
@@ -313,7 +338,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     const std::size_t window = jobs * window_per_job;
     struct Slot {
       std::atomic<bool> ready{false};
-      std::optional<Judged> judged;
+      bool present = false;  // survey_one's answer: the entry is there, judged in `judged`
+      Judged judged;         // reused by every entry that takes this slot
       std::exception_ptr error;
     };
     std::vector<Slot> slots(window);
@@ -337,7 +363,7 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     auto fill = [&](std::size_t index) {
       Slot& slot = slots[index % window];
       try {
-        slot.judged = survey_one(index);
+        slot.present = survey_one(index, slot.judged);
       } catch (...) {
         slot.error = std::current_exception();
       }
@@ -391,17 +417,16 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
         wake_visitor.wait(lock, [&] { return slot.ready.load(); });
         visitor_waiting.store(false);
       }
-      std::optional<Judged> judged = std::move(slot.judged);
+      // Visited in its slot, which is handed back to the workers only afterwards.
       const std::exception_ptr error = std::exchange(slot.error, nullptr);
-      slot.judged.reset();
+      if (error) std::rethrow_exception(error);
+      if (slot.present) deliver(slot.judged);
       slot.ready.store(false);
       visited.fetch_add(1);
       if (sleepers.load() > 0) {
         std::lock_guard lock(mutex);
         wake_workers.notify_all();
       }
-      if (error) std::rethrow_exception(error);
-      if (judged) deliver(*judged);
     }
   }
 
