@@ -86,3 +86,22 @@ TEST_CASE("parse_entry_name recognises every protocol entry and nothing else") {
     }
   }
 }
+
+TEST_CASE("lock_name_view: the lock name as a view of the entry's own name, else made") {
+  const std::string key(64, 'a');
+  const std::string lock = "repository-" + key + ".lock";
+  std::string scratch;
+  for (const std::string& name : {lock, lock + ".reclaim", lock + ".candidate.t", lock + ".tombstone.u",
+                                  "global-setup-" + key + ".lock.tombstone.u"}) {
+    CAPTURE(name);
+    const EntryName parsed = parse_entry_name(name);
+    const std::string_view view = lock_name_view(name, parsed, scratch);
+    CHECK(view == parsed.lock_name());
+    CHECK(view.data() == name.data());  // no string made
+  }
+  // Facts whose parsed name is not their name's: the lock name is made, not misread.
+  const EntryName other = parse_entry_name("repository-" + std::string(64, 'b') + ".lock");
+  CHECK(lock_name_view(lock, other, scratch) == other.lock_name());
+  CHECK(lock_name_view("", other, scratch) == other.lock_name());
+  CHECK(lock_name_view(lock, parse_entry_name("junk"), scratch).empty());
+}
