@@ -18,7 +18,7 @@ namespace {
 /// True when `text` can stand between quotes as it is: printable ASCII without `"` or `\`.
 /// Nearly every string status writes (names, paths, tokens, reasons) is like this; status
 /// checks some 1,200 bytes per entry, so 16 at a time (SSE2; byte by byte elsewhere).
-bool plain_ascii(std::string_view text) {
+[[gnu::always_inline]] inline bool plain_ascii(std::string_view text) {
   const std::size_t n = text.size();
   const char* const data = text.data();
 #if defined(__SSE2__)
@@ -212,7 +212,7 @@ void JsonWriter::end_array() {
   put(']');
 }
 
-char* JsonWriter::open_member(const JsonKey& key, std::size_t value_room) {
+[[gnu::always_inline]] inline char* JsonWriter::open_member(const JsonKey& key, std::size_t value_room) {
   // The common case in one go: `,` newline indent `"name": ` (status writes ~45 members an
   // entry), with fixed-size copies: the indent from a row of spaces, the name from the
   // key's padded bytes (checked when the program was compiled). Deeper than
