@@ -671,14 +671,23 @@ class RealSystem final : public System {
       const std::size_t close_paren = stat.rfind(')');
       if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return;
       const char state = stat[close_paren + 2];
+      // A kernel thread (PF_KTHREAD in field 9, `flags`) never holds a guard: skipped before
+      // its cgroup is read, which is most of the table's cost. A process whose flags cannot be
+      // read counts as a user process.
+      std::vector<std::string_view> fields;
+      for (std::string_view field : detail::split_parts(std::string_view(stat).substr(close_paren + 2), ' ')) {
+        fields.push_back(field);
+        if (fields.size() == 7) break;
+      }
+      constexpr std::int64_t kernel_thread = 0x00200000;  // PF_KTHREAD
+      if (fields.size() == 7 && (parse_int(fields[6]) & kernel_thread) != 0) return;
       if (state == 'T' || state == 't' || in_frozen_cgroup(pid, frozen)) candidates.push_back(pid);
     });
     if (!listed) return std::nullopt;
     std::vector<ProcessInfo> paused;
     for (std::int64_t pid : candidates) {
       auto info = process_info(pid);
-      if (!info || info->command.starts_with('[')) continue;  // gone, or a kernel thread
-      paused.push_back(std::move(*info));
+      if (info) paused.push_back(std::move(*info));  // else gone since
     }
     return paused;
   }

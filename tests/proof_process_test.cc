@@ -12,12 +12,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "apnea_locks/probe.h"
 #include "area_builder.h"
+#include "spawned_process.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
@@ -246,4 +249,35 @@ TEST_CASE("an Apnea in another PID namespace keeps its in-namespace pid alive") 
   REQUIRE(judged.blocker);
   CHECK(judged.blocker->pid == carrier.pid);
   finish();
+}
+
+TEST_CASE("a stopped user process that calls itself [kworker] is paused; kernel threads are not") {
+  // argv[0] "[kworker/9:9]": the command line a kernel thread is shown with. cat echoes a
+  // line once it runs as that image, so it is stopped only after the exec.
+  SpawnedProcess disguised({"bash", "-c", "exec -a '[kworker/9:9]' cat"});
+  disguised.write_line("ready");
+  REQUIRE(disguised.read_line(SpawnedProcess::Stream::out, std::chrono::seconds(30)) == "ready");
+  disguised.signal(SIGSTOP);
+  siginfo_t stopped{};
+  REQUIRE(::waitid(P_PID, static_cast<id_t>(disguised.pid()), &stopped, WSTOPPED | WNOWAIT) == 0);
+
+  const auto paused = real_system().paused_processes();
+  REQUIRE(paused);
+  bool found = false;
+  for (const ProcessInfo& process : *paused) {
+    if (process.pid == disguised.pid()) {
+      found = true;
+      CHECK(process.command.starts_with("[kworker/9:9]"));
+      CHECK(process.state == 'T');
+    }
+    // No kernel thread (pid 2, kthreadd, and its children) is ever listed.
+    CHECK(process.pid != 2);
+    std::ifstream status("/proc/" + std::to_string(process.pid) + "/status");
+    std::stringstream text;
+    text << status.rdbuf();
+    CHECK(text.str().find("Kthread:\t1") == std::string::npos);
+  }
+  CHECK_MESSAGE(found, "a stopped user process named like a kernel thread was left out");
+  disguised.signal(SIGKILL);
+  REQUIRE(disguised.wait(std::chrono::seconds(30)).has_value());
 }

@@ -110,6 +110,18 @@ class SpawnedProcess {
     }
   }
 
+  /// Writes `text` and a newline to the child's stdin.
+  void write_line(const std::string& text) {
+    const std::string line = text + "\n";
+    std::size_t done = 0;
+    while (in_ >= 0 && done < line.size()) {
+      const ssize_t n = ::write(in_, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
   /// Closes the child's stdin (it reads end of file).
   void close_stdin() {
     if (in_ >= 0) ::close(in_);

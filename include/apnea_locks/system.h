@@ -198,7 +198,8 @@ class System {
   virtual std::vector<ProcessInfo> namespace_view() = 0;
   /// Every user process that is paused: stopped (`T`), traced (`t`) or in a frozen cgroup
   /// (cgroup v2 `cgroup.freeze` or v1 freezer FROZEN), with the fields of process_info;
-  /// kernel threads are left out. Nothing when /proc cannot be listed. One walk of /proc.
+  /// kernel threads (PF_KTHREAD) are left out, whatever a user process calls itself. Nothing
+  /// when /proc cannot be listed. One walk of /proc.
   virtual std::optional<std::vector<ProcessInfo>> paused_processes() = 0;
 
   // This process.
