@@ -53,15 +53,24 @@ bool needs_paused(const EntryFacts& facts, const SurveySettings& settings) {
 }  // namespace
 
 SurveySettings survey_settings(System& system, const std::string& directory,
-                               std::int64_t tolerance_ns, std::int64_t guard_age_ns, bool force) {
+                               std::int64_t tolerance_ns, std::int64_t guard_age_ns, bool force,
+                               HostRead host) {
   SurveySettings settings;
   settings.judge.now_ns = system.now_ns();
   settings.judge.area_uid = system.uid();
   settings.judge.reuse_tolerance_ns = tolerance_ns;
   settings.judge.guard_threshold_ns = guard_age_ns;
-  settings.judge.host = gather_host(system, directory);
+  settings.host_pending = true;
+  if (host == HostRead::now) settings = with_host(system, directory, std::move(settings));
   settings.flags.force = force;
   settings.flags.guard_age_ns = guard_age_ns;
+  return settings;
+}
+
+SurveySettings with_host(System& system, const std::string& directory, SurveySettings settings) {
+  if (!settings.host_pending) return settings;
+  settings.judge.host = gather_host(system, directory);
+  settings.host_pending = false;
   return settings;
 }
 
@@ -219,7 +228,7 @@ constexpr std::size_t parallel_threshold = 64;
 }  // namespace
 
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
-                                   const SurveySettings& settings, const LabelIndex& labels,
+                                   const SurveySettings& given, const LabelIndex& labels,
                                    const std::set<std::string>& expected_locks,
                                    const std::function<void(const JudgedEntry&)>& visit) {
   // The listing first, in one pass: which names there are, and which locks have a guard.
@@ -235,6 +244,11 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     return true;
   });
   if (!listed) return std::unexpected(listed.error());
+  // The host facts, when still pending, once there is anything to judge: an empty area
+  // (the usual one) never reads /proc/self/mountinfo and /proc/stat.
+  const bool judges = names.size() > 0 || !expected_locks.empty();
+  const SurveySettings settings =
+      given.host_pending && judges ? with_host(system, directory, given) : given;
 
   // Every per-entry call relative to the directory, opened once (not following a symlink);
   // if it cannot be opened now, by path.

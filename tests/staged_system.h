@@ -181,6 +181,7 @@ class StagedSystem : public System {
     return real_processes ? real_.boot_time_ns() : staged_boot_ns;
   }
   std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
+    ++namespace_inode_reads;
     if (real_processes) return real_.namespace_inode(kind);
     auto found = namespace_inodes.find(kind);
     if (found == namespace_inodes.end()) return std::nullopt;
@@ -268,6 +269,8 @@ class StagedSystem : public System {
   std::optional<int> terminal_width;
   std::map<std::string, Account> accounts;
   std::vector<Account> became;
+  /// Calls of namespace_inode (gather_host's first host fact): how often the host was read.
+  int namespace_inode_reads = 0;
   /// The audit lines sent to the system log (never to the real one).
   std::vector<std::string> audit_lines;
 

@@ -211,3 +211,47 @@ TEST_CASE("the guard question answered from the listing agrees with a lookup per
   REQUIRE(listed);
   CHECK(guarded == 20);  // the locks made with a guard (young and old)
 }
+
+TEST_CASE("host facts read when needed: never for an empty area, before the first judgement otherwise") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  system.staged_area = dir;
+  const SurveySettings pending =
+      survey_settings(system, dir, default_reuse_tolerance_ns, default_guard_age_ns, false, HostRead::when_needed);
+  CHECK(pending.host_pending);
+  CHECK(system.namespace_inode_reads == 0);
+  LabelIndex labels;
+  std::vector<std::string> states;
+  auto visit = [&](const JudgedEntry& e) {
+    states.push_back(std::string(state_name(e.verdict.state)) + " " + std::string(proof_class_name(e.verdict.proof_class)));
+  };
+
+  auto listed = survey_area(system, dir, pending, labels, {}, visit);
+  REQUIRE(listed);
+  CHECK(*listed == 0);
+  CHECK(system.namespace_inode_reads == 0);  // an empty area: no host facts read at all
+
+  // An expected lock that is absent is judged: the host is read for it.
+  const std::string name = fake_lock_name("dead");
+  REQUIRE(survey_area(system, dir, pending, labels, {name}, visit));
+  CHECK(system.namespace_inode_reads > 0);
+  REQUIRE(states.size() == 1);
+  CHECK(states[0] == "free none");
+
+  // A dead owner's lock is proven dead with certainty, which needs the host facts: they
+  // were read before it was judged, and give the verdict the eager settings give.
+  make_entry(dir, name, owner_json(staged_dead, "t"));
+  states.clear();
+  const int before = system.namespace_inode_reads;
+  REQUIRE(survey_area(system, dir, pending, labels, {}, visit));
+  CHECK(system.namespace_inode_reads > before);
+  const SurveySettings eager =
+      survey_settings(system, dir, default_reuse_tolerance_ns, default_guard_age_ns, false, HostRead::now);
+  CHECK_FALSE(eager.host_pending);
+  REQUIRE(survey_area(system, dir, eager, labels, {}, visit));
+  REQUIRE(states.size() == 2);
+  CHECK(states[0] == "stale certain");
+  CHECK(states[1] == states[0]);
+}

@@ -18,6 +18,12 @@
 
 namespace apnea_locks {
 
+/// When survey_settings reads the host facts (gather_host).
+enum class HostRead {
+  now,          ///< at once
+  when_needed,  ///< by survey_area once it has an entry to judge (never for an empty area)
+};
+
 /// Everything a survey judges and decides with.
 struct SurveySettings {
   ClassifyPolicy judge;  ///< now, area uid, tolerance, guard age, host facts
@@ -27,6 +33,10 @@ struct SurveySettings {
   /// listing order on the calling thread). More than one needs a System that is safe to
   /// call from several threads (the real one is).
   unsigned jobs = 1;
+  /// The host facts are not read yet (HostRead::when_needed): survey_area reads them before
+  /// it judges anything, with_host reads them for anyone else. Judged without them, no
+  /// proof is certain (an empty HostFacts knows nothing).
+  bool host_pending = false;
 };
 
 /// One entry, judged and decided.
@@ -37,11 +47,15 @@ struct JudgedEntry {
   const EntryLabel* label;  ///< may be null
 };
 
-/// The settings for a survey of `directory` now: the host facts read once, --guard-age and
-/// --tolerance (nanoseconds; their texts, when given, repeated by fix commands).
+/// The settings for a survey of `directory` now: the host facts read once (at once, or
+/// when first needed), --guard-age and --tolerance (nanoseconds; their texts, when given,
+/// repeated by fix commands).
 SurveySettings survey_settings(System& system, const std::string& directory,
                                std::int64_t tolerance_ns, std::int64_t guard_age_ns,
-                               bool force);
+                               bool force, HostRead host = HostRead::now);
+
+/// `settings` with the host facts of `directory` read, if they were still pending.
+SurveySettings with_host(System& system, const std::string& directory, SurveySettings settings);
 
 /// Judges and decides one entry (classify, then decide and fix_argv): the verdict with its
 /// `fix` filled, and the decision under `settings.flags`. Pure.
@@ -53,7 +67,8 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
 /// stale (same device, inode and token after the probe), judged and decided, and passed to
 /// `visit` in listing order with its label, on the calling thread (`settings.jobs` threads
 /// gather and judge); then each name of `expected_locks` that was not listed, judged as
-/// absent. Returns the number of entries listed, or the listing error.
+/// absent. Pending host facts are read after the listing, when there is anything to judge.
+/// Returns the number of entries listed, or the listing error.
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
                                    const SurveySettings& settings, const LabelIndex& labels,
                                    const std::set<std::string>& expected_locks,

@@ -177,9 +177,10 @@ unsigned default_jobs() {
 }
 
 std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
-                                                          const TimingOptions& timing, bool force) {
+                                                          const TimingOptions& timing, bool force,
+                                                          HostRead host) {
   SurveySettings settings = survey_settings(system, area.directory, timing.tolerance_ns,
-                                            timing.guard_age_ns, force);
+                                            timing.guard_age_ns, force, host);
   if (area.explicit_directory) {
     settings.fix.lock_dir = area.directory;
   }
@@ -200,9 +201,11 @@ SysResult<std::size_t> judge_area(System& system, const std::string& area,
   });
 }
 
-void judge_absent_locks(const std::string& area, const SurveySettings& settings,
+void judge_absent_locks(System& system, const std::string& area, const SurveySettings& given,
                         const LabelIndex& labels, const std::set<std::string>& names,
                         const std::function<void(const EntryView&)>& visit) {
+  if (names.empty()) return;
+  const SurveySettings settings = with_host(system, area, given);
   for (const std::string& name : names) {
     EntryFacts facts;
     facts.name = name;

@@ -112,12 +112,13 @@ unsigned default_jobs();
 void add_timing_options(po::options_description& options, TimingOptions& timing,
                         const char* guard_help = nullptr);
 
-/// The survey settings for a pass over `area` now (host facts read once), deciding for
-/// `reclaim` with `force`. (The timing options were checked when they were parsed: this does
-/// not fail today.)
+/// The survey settings for a pass over `area` now (host facts read once: at once, or by the
+/// survey when it has something to judge), deciding for `reclaim` with `force`. (The timing
+/// options were checked when they were parsed: this does not fail today.)
 std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
                                                           const TimingOptions& timing,
-                                                          bool force = false);
+                                                          bool force = false,
+                                                          HostRead host = HostRead::now);
 
 /// Lists `area` with the survey and calls `visit` with each entry judged (with its label);
 /// then, for each name of `expected_locks` that was not listed, with that lock judged as
@@ -129,8 +130,8 @@ SysResult<std::size_t> judge_area(System& system, const std::string& area,
                                   const std::function<void(const EntryView&)>& visit);
 
 /// Calls `visit` with each lock of `names` (entry names in `area`) judged as absent
-/// (`free`), as when the area does not exist yet.
-void judge_absent_locks(const std::string& area, const SurveySettings& settings,
+/// (`free`), as when the area does not exist yet (pending host facts read first).
+void judge_absent_locks(System& system, const std::string& area, const SurveySettings& settings,
                         const LabelIndex& labels, const std::set<std::string>& names,
                         const std::function<void(const EntryView&)>& visit);
 

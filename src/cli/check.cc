@@ -491,7 +491,7 @@ int check_all_users(System& system, const CheckOptions& o, const Thresholds& t,
         out.send('p', {count_text(unknown), labels.error(), "0", "1", "0"});
         return;
       }
-      auto policy = judging_policy(own, mine, o.timing);
+      auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
       if (!policy) {
         out.send('p', {count_text(unknown), policy.error(), "0", "1", "0"});
         return;
@@ -635,7 +635,7 @@ int check_main(System& system, const std::vector<std::string>& given) {
               unknown);
   auto labels = build_labels(system, area, o.labels);
   if (!labels) return unknown_line(labels.error());
-  auto policy = judging_policy(system, area, o.timing);
+  auto policy = judging_policy(system, area, o.timing, false, HostRead::when_needed);
   if (!policy) return unknown_line("usage: " + policy.error());
 
   Pass pass = judge_pass(system, area, o, t, *labels, *policy, nullptr);
@@ -674,7 +674,7 @@ int check_main(System& system, const std::vector<std::string>& given) {
                                   findings.summary.scanned, ranges));
     }
     if (o.verbosity >= 3) {
-      const HostFacts& host = policy->judge.host;
+      const HostFacts host = with_host(system, area.directory, *policy).judge.host;
       lines.push_back(fmt::format(
           "host: filesystem {} (local {}), initial pid namespace {}, initial user namespace {}, "
           "process table complete {}, idmapped {}, clock void {}",

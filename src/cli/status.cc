@@ -517,7 +517,7 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
       }
       Filter own_filter = filter;
       own_filter.locks = labels->repo_locks;
-      auto policy = judging_policy(own, mine, o.timing);
+      auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
       if (!policy) {
         out.send('e', {policy.error()});
         return;
@@ -569,7 +569,7 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
         }
         own_summary.scanned = *scanned;
       } else {
-        judge_absent_locks(mine.directory, *policy, labels->index, own_filter.locks, show);
+        judge_absent_locks(own, mine.directory, *policy, labels->index, own_filter.locks, show);
       }
       out.send('s', summary_fields(own_summary));
     };
@@ -717,7 +717,7 @@ int status_command(const std::vector<std::string>& args) {
   }
   filter->locks = labels->repo_locks;
   filter->locks.insert(lock_names->begin(), lock_names->end());
-  auto policy = judging_policy(system, area, o.timing);
+  auto policy = judging_policy(system, area, o.timing, false, HostRead::when_needed);
   if (!policy) return usage_error(policy.error());
 
   const Terminal terminal = format == Format::table ? terminal_view(system, colour_mode(*parsed), o.notruncate)
@@ -773,7 +773,7 @@ int status_command(const std::vector<std::string>& args) {
                           errno_text(scanned.error()));
   } else {
     // No area yet: a --repo's (or LOCKPATH's) lock is free.
-    judge_absent_locks(area.directory, *policy, labels->index, filter->locks, show);
+    judge_absent_locks(system, area.directory, *policy, labels->index, filter->locks, show);
   }
   output.end(area, check, summary, hints.hints(), error);
 
