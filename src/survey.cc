@@ -1,10 +1,14 @@
 #include "apnea_locks/survey.h"
 
 #include <algorithm>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -116,9 +120,7 @@ class PackedNames {
     const std::size_t at = bytes_.size();
     char head[34];  // the tag, 32 bytes of key, the suffix's size: appended in one piece
     head[0] = static_cast<char>(1 + static_cast<int>(packed.kind) * 8 + static_cast<int>(packed.role));
-    for (std::size_t i = 0; i < 64; i += 2)
-      head[1 + i / 2] = static_cast<char>(hex_values[static_cast<unsigned char>(packed.key[i])] * 16 +
-                                          hex_values[static_cast<unsigned char>(packed.key[i + 1])]);
+    std::memcpy(head + 1, packed.key_bytes, 32);
     head[33] = static_cast<char>(packed.suffix.size());
     bytes_.append(head, sizeof head).append(packed.suffix);
     if (packed.role != EntryRole::reclaim_guard) return {};
@@ -159,8 +161,75 @@ class PackedNames {
   struct Packed {
     LockKind kind = LockKind::unknown;
     EntryRole role = EntryRole::unknown;
-    std::string_view key, suffix;
+    char key_bytes[32] = {};  ///< the key's 64 digits as bytes
+    std::string_view suffix;
   };
+
+  /// The 32 bytes that the 64 lowercase hex digits at `hex` spell, into `out`; false (and
+  /// `out` undefined) when one of them is not a lowercase hex digit. Every listed name is
+  /// packed, so 16 digits at a time where SSE2 is.
+  static bool decode_key(const char* hex, char* out) {
+#if defined(__SSE2__)
+    const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8('9'), a = _mm_set1_epi8('a');
+    const __m128i f = _mm_set1_epi8('f'), one = _mm_set1_epi8(1), gap = _mm_set1_epi8('a' - '0' - 10);
+    __m128i packed[2];
+    for (int half = 0; half < 2; ++half) {
+      __m128i pairs[2];
+      for (int part = 0; part < 2; ++part) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hex + 32 * half + 16 * part));
+        // In range when not below the first and not above the last (bytes >= 0x80 are
+        // negative, so below '0' and 'a').
+        const __m128i digit = _mm_andnot_si128(_mm_or_si128(_mm_cmplt_epi8(v, zero), _mm_cmpgt_epi8(v, nine)),
+                                               _mm_cmpeq_epi8(one, one));
+        const __m128i letter = _mm_andnot_si128(_mm_or_si128(_mm_cmplt_epi8(v, a), _mm_cmpgt_epi8(v, f)),
+                                                _mm_cmpeq_epi8(one, one));
+        if (_mm_movemask_epi8(_mm_or_si128(digit, letter)) != 0xFFFF) return false;
+        const __m128i nibble = _mm_sub_epi8(_mm_sub_epi8(v, zero), _mm_and_si128(letter, gap));
+        // Each 16-bit lane holds a digit pair, the first digit in its low byte: high << 4 | low.
+        pairs[part] = _mm_or_si128(_mm_and_si128(_mm_slli_epi16(nibble, 4), _mm_set1_epi16(0x00F0)),
+                                   _mm_srli_epi16(nibble, 8));
+      }
+      packed[half] = _mm_packus_epi16(pairs[0], pairs[1]);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed[0]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), packed[1]);
+    return true;
+#else
+    unsigned not_hex = 0;
+    for (std::size_t i = 0; i < 64; i += 2) {
+      const unsigned high = hex_values[static_cast<unsigned char>(hex[i])];
+      const unsigned low = hex_values[static_cast<unsigned char>(hex[i + 1])];
+      not_hex |= (high | low) & 16U;
+      out[i / 2] = static_cast<char>(high * 16 + low);
+    }
+    return not_hex == 0;
+#endif
+  }
+
+  /// The 64 lowercase hex digits of the 32 bytes at `bytes`, into `out`.
+  static void encode_key(const char* bytes, char* out) {
+#if defined(__SSE2__)
+    const __m128i low_nibbles = _mm_set1_epi8(0x0F), nine = _mm_set1_epi8(9);
+    const __m128i zero = _mm_set1_epi8('0'), gap = _mm_set1_epi8('a' - '0' - 10);
+    auto digits = [&](__m128i nibbles) {
+      return _mm_add_epi8(_mm_add_epi8(nibbles, zero), _mm_and_si128(_mm_cmpgt_epi8(nibbles, nine), gap));
+    };
+    for (int half = 0; half < 2; ++half) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 16 * half));
+      const __m128i high = _mm_and_si128(_mm_srli_epi16(v, 4), low_nibbles);
+      const __m128i low = _mm_and_si128(v, low_nibbles);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * half), digits(_mm_unpacklo_epi8(high, low)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * half + 16), digits(_mm_unpackhi_epi8(high, low)));
+    }
+#else
+    static constexpr char digits[] = "0123456789abcdef";
+    for (std::size_t i = 0; i < 32; ++i) {
+      const auto byte = static_cast<unsigned char>(bytes[i]);
+      out[2 * i] = digits[byte >> 4];
+      out[2 * i + 1] = digits[byte & 15];
+    }
+#endif
+  }
   static Packed pack(std::string_view name) {
     Packed packed;
     for (LockKind kind : {LockKind::repository, LockKind::global_setup}) {
@@ -172,10 +241,7 @@ class PackedNames {
       }
     }
     if (packed.kind == LockKind::unknown || name.size() < 69 || name.substr(64, 5) != ".lock") return {};
-    unsigned not_hex = 0;  // one test for the 64 digits, not one branch each
-    for (char c : name.substr(0, 64)) not_hex |= hex_values[static_cast<unsigned char>(c)] & 16U;
-    if (not_hex != 0) return {};
-    packed.key = name.substr(0, 64);
+    if (!decode_key(name.data(), packed.key_bytes)) return {};
     const std::string_view tail = name.substr(69);
     if (tail.empty()) {
       packed.role = EntryRole::lock;
@@ -198,13 +264,8 @@ class PackedNames {
     if (tag == 0) return std::string(bytes_.c_str() + at + 1);
     const auto kind = static_cast<LockKind>((tag - 1) / 8);
     const auto role = static_cast<EntryRole>((tag - 1) % 8);
-    static constexpr char digits[] = "0123456789abcdef";
     char key[64];
-    for (std::size_t i = 0; i < 32; ++i) {
-      const auto byte = static_cast<unsigned char>(bytes_[at + 1 + i]);
-      key[2 * i] = digits[byte >> 4];
-      key[2 * i + 1] = digits[byte & 15];
-    }
+    encode_key(bytes_.data() + at + 1, key);
     const std::size_t suffix_size = static_cast<unsigned char>(bytes_[at + 33]);
     const std::string_view suffix(bytes_.data() + at + 34, suffix_size);
     const std::string_view tail = role_suffix(role);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <set>
 #include <vector>
 
 #include "area_builder.h"
@@ -254,4 +255,49 @@ TEST_CASE("host facts read when needed: never for an empty area, before the firs
   REQUIRE(states.size() == 2);
   CHECK(states[0] == "stale certain");
   CHECK(states[1] == states[0]);
+}
+
+TEST_CASE("the survey's packed listing gives every name back as listed, parsed as parse_entry_name parses it") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  // Keys using every hex digit at every position, and keys with one byte just outside the
+  // digit ranges ('.', ':', '`', 'g', upper case, bytes >= 0x80) at each of several places.
+  std::vector<std::string> names;
+  const std::string digits = "0123456789abcdef";
+  for (std::size_t shift = 0; shift < 16; ++shift) {
+    std::string key;
+    for (std::size_t i = 0; i < 64; ++i) key += digits[(i + shift) % 16];
+    names.push_back("repository-" + key + ".lock");
+    names.push_back("global-setup-" + key + ".lock.candidate.tok" + std::to_string(shift));
+  }
+  for (char odd : {'.', ':', '`', 'g', 'A', 'F', '\x80', '\xff'}) {
+    for (std::size_t at : {0UL, 15UL, 16UL, 31UL, 32UL, 47UL, 63UL}) {
+      std::string key(64, 'a');
+      key[at] = odd;
+      names.push_back("repository-" + key + ".lock.tombstone.x");
+    }
+  }
+  for (const std::string& name : names) REQUIRE(::mkdir((dir + "/" + name).c_str(), 0700) == 0);
+  SurveySettings settings;
+  settings.judge.now_ns = system.now_ns();
+  settings.judge.area_uid = ::getuid();
+  settings.judge.host = healthy_host();
+  for (unsigned jobs : {1U, 2U}) {
+    settings.jobs = jobs;
+    std::set<std::string> seen;
+    LabelIndex labels;
+    // Several jobs need a System safe to call from several threads: the real one.
+    System& surveyed = jobs == 1 ? static_cast<System&>(system) : real_system();
+    REQUIRE(survey_area(surveyed, dir, settings, labels, {}, [&](const JudgedEntry& e) {
+      seen.insert(e.facts.name);
+      const EntryName expected = parse_entry_name(e.facts.name);
+      CHECK(e.facts.parsed.kind == expected.kind);
+      CHECK(e.facts.parsed.role == expected.role);
+      CHECK(e.facts.parsed.key == expected.key);
+      CHECK(e.facts.parsed.suffix == expected.suffix);
+    }));
+    CHECK(seen == std::set<std::string>(names.begin(), names.end()));
+  }
 }
