@@ -129,6 +129,14 @@ class PackedNames {
     return lock;
   }
   std::size_t size() const { return starts_.size(); }
+  /// Moves the names of `batch` to the end of these, in their order; `batch` is left empty.
+  void append(PackedNames& batch) {
+    const auto base = static_cast<std::uint32_t>(bytes_.size());
+    bytes_ += batch.bytes_;
+    for (std::uint32_t start : batch.starts_) starts_.push_back(base + start);
+    batch.bytes_.clear();
+    batch.starts_.clear();
+  }
   /// The name of entry `index` and what it says (parse_entry_name of it, without parsing
   /// it again: the packed form holds its parts).
   std::pair<std::string, EntryName> entry(std::size_t index) const {
@@ -292,27 +300,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
                                    const SurveySettings& given, const LabelIndex& labels,
                                    const std::set<std::string>& expected_locks,
                                    const std::function<void(const JudgedEntry&)>& visit) {
-  // The listing first, in one pass: which names there are, and which locks have a guard.
-  PackedNames names;
-  struct NameHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
-  };
-  // Lock names with a `.reclaim` entry listed, looked up by view.
-  std::unordered_set<std::string, NameHash, std::equal_to<>> guarded;
-  auto listed = system.list_directory(directory, [&](const DirEntry& entry) {
-    if (std::string lock = names.add(entry.name); !lock.empty()) guarded.insert(std::move(lock));
-    return true;
-  });
-  if (!listed) return std::unexpected(listed.error());
-  // The host facts, when still pending, once there is anything to judge: an empty area
-  // (the usual one) never reads /proc/self/mountinfo and /proc/stat.
-  const bool judges = names.size() > 0 || !expected_locks.empty();
-  const SurveySettings settings =
-      given.host_pending && judges ? with_host(system, directory, given) : given;
-
   // Every per-entry call relative to the directory, opened once (not following a symlink);
-  // if it cannot be opened now, by path.
+  // if it cannot be opened, by path.
   DirRef dir{-1, directory};
   if (auto fd = system.open_directory(directory)) dir.fd = *fd;
   struct CloseDir {
@@ -323,7 +312,31 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     }
   } close_dir{system, dir.fd};
 
-  ProcessCache processes(system, settings.judge.host);
+  // The listing, in one pass: the names, and which locks have a guard. With more than one
+  // job the entries are surveyed while the listing goes on (once it has named
+  // parallel_threshold of them); an entry taken before the listing is whole looks its own
+  // guard up (one lstat), since a guard listed after it is not known yet.
+  std::mutex names_mutex;  // `names` and `guarded` while the listing adds to them
+  PackedNames names;
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  // Lock names with a `.reclaim` entry listed, looked up by view.
+  std::unordered_set<std::string, NameHash, std::equal_to<>> guarded;
+  std::atomic<std::size_t> published{0};  // entries listed so far: the ones that may be taken
+  std::atomic<bool> listed_whole{false};  // the listing is complete (guarded is final)
+
+  // The settings (with the host facts, when they were pending) and the pid cache, made before
+  // the first entry is judged: an empty area, the usual one, never reads /proc/self/mountinfo
+  // and /proc/stat.
+  std::optional<SurveySettings> settings;
+  std::optional<ProcessCache> processes;
+  auto prepare = [&] {
+    if (settings) return;
+    settings.emplace(with_host(system, directory, given));
+    processes.emplace(system, settings->judge.host);
+  };
   // The process table's paused processes, read once, when a guard old enough to need them
   // is judged; each entry is judged with them only if it needs them, so every verdict is
   // the same whatever order the entries are judged in.
@@ -335,9 +348,9 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     return labels.find(lock_name_view(facts.name, facts.parsed, scratch));
   };
   auto judge = [&](const EntryFacts& facts, const EntryLabel* label) {
-    if (!needs_paused(facts, settings)) return judge_entry(facts, settings, label);
+    if (!needs_paused(facts, *settings)) return judge_entry(facts, *settings, label);
     std::call_once(paused_once, [&] {
-      with_paused = settings;
+      with_paused = *settings;
       with_paused.judge.paused = system.paused_processes();
     });
     return judge_entry(facts, with_paused, label);
@@ -352,17 +365,27 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   // Gathers, judges and re-confirms entry `index` into `out` (an object reused from entry to
   // entry, so each part is moved once); false when the entry vanished.
   auto survey_one = [&](std::size_t index, Judged& out) -> bool {
-    auto [name, parsed] = names.entry(index);
+    // While the listing goes on it may move the names: read under its lock; once it is
+    // whole, nothing changes them.
+    const bool whole = listed_whole.load();
+    std::pair<std::string, EntryName> listed;
+    if (whole) {
+      listed = names.entry(index);
+    } else {
+      std::lock_guard lock(names_mutex);
+      listed = names.entry(index);
+    }
+    auto& [name, parsed] = listed;
     GuardListing guard = GuardListing::unknown;
-    if (parsed.role != EntryRole::unknown && parsed.role != EntryRole::reclaim_guard) {
+    if (parsed.role != EntryRole::unknown && parsed.role != EntryRole::reclaim_guard && whole) {
       std::string scratch;
       guard = !guarded.empty() && guarded.contains(lock_name_view(name, parsed, scratch))
                   ? GuardListing::present
                   : GuardListing::absent;
     }
-    const std::uint32_t uid = settings.judge.area_uid;
+    const std::uint32_t uid = settings->judge.area_uid;
     EntryFacts& facts = out.facts;
-    facts = gather_entry_in(system, dir, name, std::move(parsed), uid, processes, guard);
+    facts = gather_entry_in(system, dir, name, std::move(parsed), uid, *processes, guard);
     if (!facts.stat && !facts.kept_changing) return false;  // vanished since the listing
     out.label = label_of(facts);  // the name's: the same for every re-read
     auto judged = judge(facts, out.label);
@@ -379,7 +402,7 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
       if (tries == reconfirm_limit) {
         facts.kept_changing = true;  // never the same twice: changing, not dead
       } else {
-        ProcessCache fresh(system, settings.judge.host);
+        ProcessCache fresh(system, settings->judge.host);
         facts = gather_entry_in(system, dir, name, parse_entry_name(name), uid, fresh,
                                 GuardListing::unknown);
         if (!facts.stat && !facts.kept_changing) return false;  // released for good
@@ -397,89 +420,158 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     visit(JudgedEntry{judged.facts, judged.verdict, judged.decision, judged.label});
   };
 
-  const std::size_t count = names.size();
-  const std::size_t jobs = std::min<std::size_t>(std::max(settings.jobs, 1U), count);
+  // With more than one job: this thread and `jobs - 1` workers take entries in listing
+  // order (an atomic counter) and gather and judge each into a window of slots; this thread
+  // visits them in order as they complete, so the output is the same as one job's. While
+  // it lists, it visits what is ready between names; then, when the next entry to visit is
+  // not ready, it takes one to do itself rather than wait, and sleeps only when every entry
+  // is taken. No one takes an entry more than `window` ahead of the visits.
+  const std::size_t jobs = std::max(given.jobs, 1U);
+  const std::size_t window = jobs * window_per_job;
+  struct Slot {
+    std::atomic<bool> ready{false};
+    bool present = false;  // survey_one's answer: the entry is there, judged in `judged`
+    Judged judged;         // reused by every entry that takes this slot
+    std::exception_ptr error;
+  };
+  std::vector<Slot> slots(jobs > 1 ? window : 0);
+  std::atomic<std::size_t> next{0};     // the next index to take
+  std::atomic<std::size_t> visited{0};  // entries visited so far
+  std::atomic<bool> stopping{false};
+  std::atomic<int> sleepers{0};         // workers waiting for an entry to take
+  std::atomic<bool> visitor_waiting{false};
+  std::mutex mutex;
+  std::condition_variable wake_visitor, wake_workers;
+  // Takes the next index if there is one listed within the window: the index, `count` (the
+  // number listed) when the listing is whole and all are taken, or nothing for now.
+  auto take = [&]() -> std::optional<std::size_t> {
+    std::size_t index = next.load();
+    for (;;) {
+      const bool whole = listed_whole.load();
+      const std::size_t listed = published.load();
+      if (index >= listed) return whole ? std::optional(listed) : std::nullopt;
+      if (index >= visited.load() + window) return std::nullopt;
+      if (next.compare_exchange_weak(index, index + 1)) return index;
+    }
+  };
+  auto fill = [&](std::size_t index) {
+    Slot& slot = slots[index % window];
+    try {
+      slot.present = survey_one(index, slot.judged);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    slot.ready.store(true);
+    if (visitor_waiting.load()) {
+      std::lock_guard lock(mutex);
+      wake_visitor.notify_one();
+    }
+  };
+  auto wake_sleepers = [&] {
+    if (sleepers.load() > 0) {
+      std::lock_guard lock(mutex);
+      wake_workers.notify_all();
+    }
+  };
+  auto work = [&] {
+    for (;;) {
+      const std::optional<std::size_t> index = take();
+      if (stopping.load() || (index && *index == published.load() && listed_whole.load())) return;
+      if (index) {
+        fill(*index);
+        continue;
+      }
+      std::unique_lock lock(mutex);
+      ++sleepers;
+      wake_workers.wait(lock, [&] {
+        const std::size_t at = next.load();
+        return stopping.load() || (at < published.load() && at < visited.load() + window) ||
+               (listed_whole.load() && at >= published.load());
+      });
+      --sleepers;
+    }
+  };
+  // Visits the slot of the next entry to visit, which is ready; hands it back afterwards.
+  auto visit_slot = [&] {
+    Slot& slot = slots[visited.load() % window];
+    const std::exception_ptr error = std::exchange(slot.error, nullptr);
+    if (error) std::rethrow_exception(error);
+    if (slot.present) deliver(slot.judged);
+    slot.ready.store(false);
+    visited.fetch_add(1);
+  };
+  std::vector<std::jthread> workers;
+  struct Stop {  // on every way out (a visit may throw): the workers stop and are joined
+    std::atomic<bool>& stopping;
+    std::mutex& mutex;
+    std::condition_variable& wake_workers;
+    std::vector<std::jthread>& workers;
+    ~Stop() {
+      stopping.store(true);
+      {
+        std::lock_guard lock(mutex);
+        wake_workers.notify_all();
+      }
+      workers.clear();  // joins
+    }
+  } stop{stopping, mutex, wake_workers, workers};
+  // Starts one more worker for every parallel_threshold entries listed, up to jobs - 1 (a
+  // small area is not worth a thread per job).
+  auto start_workers = [&](std::size_t listed) {
+    if (workers.size() + 1 >= jobs || listed < (workers.size() + 1) * parallel_threshold) return;
+    if (workers.empty()) {
+      prepare();
+      (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
+    }
+    while (workers.size() + 1 < jobs && listed >= (workers.size() + 1) * parallel_threshold)
+      workers.emplace_back(work);
+  };
+
+  // Names are packed in batches of window_per_job outside the lock, then added in one step.
+  PackedNames batch;
+  std::vector<std::string> batch_guards;
+  auto add_batch = [&] {
+    std::lock_guard lock(names_mutex);
+    names.append(batch);
+    for (std::string& lock_name : batch_guards) guarded.insert(std::move(lock_name));
+    batch_guards.clear();
+    return names.size();
+  };
+  std::exception_ptr visit_error;  // a visit that failed while the listing went on
+  auto listing = system.list_directory(directory, [&](const DirEntry& entry) {
+    if (std::string lock_name = batch.add(entry.name); !lock_name.empty())
+      batch_guards.push_back(std::move(lock_name));
+    if (batch.size() < window_per_job) return true;
+    const std::size_t count = add_batch();
+    published.store(count);
+    // Every window_per_job names (not each, which would wake a worker waiting for room in the
+    // window for nothing): the workers, what is ready visited in order (so the window moves
+    // on while the listing goes on), then the sleepers woken for the names listed since.
+    if (jobs <= 1 || count < parallel_threshold) return true;
+    start_workers(count);
+    try {
+      while (visited.load() < count && slots[visited.load() % window].ready.load()) visit_slot();
+    } catch (...) {
+      visit_error = std::current_exception();
+      return false;
+    }
+    wake_sleepers();
+    return true;
+  });
+  if (visit_error) std::rethrow_exception(visit_error);
+  if (!listing) return std::unexpected(listing.error());
+  const std::size_t count = add_batch();
+  published.store(count);
+  listed_whole.store(true);
+  wake_sleepers();
+  if (count > 0 || !expected_locks.empty()) prepare();
+
   if (jobs <= 1 || count < parallel_threshold) {
     Judged judged;
     for (std::size_t i = 0; i < count; ++i)
       if (survey_one(i, judged)) deliver(judged);
   } else {
-    (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
-    // This thread and `jobs - 1` workers take entries in listing order (an atomic counter)
-    // and gather and judge each into a window of slots; this thread visits them in order as
-    // they complete, so the output is the same as one job's. When the next entry to visit
-    // is not ready, this thread takes one to do itself rather than wait; it sleeps only when
-    // every entry is taken. No one takes an entry more than `window` ahead of the visits.
-    const std::size_t window = jobs * window_per_job;
-    struct Slot {
-      std::atomic<bool> ready{false};
-      bool present = false;  // survey_one's answer: the entry is there, judged in `judged`
-      Judged judged;         // reused by every entry that takes this slot
-      std::exception_ptr error;
-    };
-    std::vector<Slot> slots(window);
-    std::atomic<std::size_t> next{0};     // the next index to take
-    std::atomic<std::size_t> visited{0};  // entries visited so far
-    std::atomic<bool> stopping{false};
-    std::atomic<int> sleepers{0};         // workers waiting for room in the window
-    std::atomic<bool> visitor_waiting{false};
-    std::mutex mutex;
-    std::condition_variable wake_visitor, wake_workers;
-    // Takes the next index if there is one within the window: the index, `count` when all
-    // are taken, or nothing when the window is full.
-    auto take = [&]() -> std::optional<std::size_t> {
-      std::size_t index = next.load();
-      for (;;) {
-        if (index >= count) return count;
-        if (index >= visited.load() + window) return std::nullopt;
-        if (next.compare_exchange_weak(index, index + 1)) return index;
-      }
-    };
-    auto fill = [&](std::size_t index) {
-      Slot& slot = slots[index % window];
-      try {
-        slot.present = survey_one(index, slot.judged);
-      } catch (...) {
-        slot.error = std::current_exception();
-      }
-      slot.ready.store(true);
-      if (visitor_waiting.load()) {
-        std::lock_guard lock(mutex);
-        wake_visitor.notify_one();
-      }
-    };
-    auto work = [&] {
-      for (;;) {
-        const std::optional<std::size_t> index = take();
-        if (stopping.load() || (index && *index == count)) return;
-        if (index) {
-          fill(*index);
-          continue;
-        }
-        std::unique_lock lock(mutex);
-        ++sleepers;
-        wake_workers.wait(lock, [&] {
-          return stopping.load() || next.load() >= count || next.load() < visited.load() + window;
-        });
-        --sleepers;
-      }
-    };
-    std::vector<std::jthread> workers;
-    struct Stop {  // on every way out (a visit may throw): the workers stop and are joined
-      std::atomic<bool>& stopping;
-      std::mutex& mutex;
-      std::condition_variable& wake_workers;
-      std::vector<std::jthread>& workers;
-      ~Stop() {
-        stopping.store(true);
-        {
-          std::lock_guard lock(mutex);
-          wake_workers.notify_all();
-        }
-        workers.clear();  // joins
-      }
-    } stop{stopping, mutex, wake_workers, workers};
-    for (std::size_t i = 1; i < jobs; ++i) workers.emplace_back(work);
+    start_workers(count);
     while (visited.load() < count) {
       Slot& slot = slots[visited.load() % window];
       if (!slot.ready.load()) {
@@ -492,16 +584,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
         wake_visitor.wait(lock, [&] { return slot.ready.load(); });
         visitor_waiting.store(false);
       }
-      // Visited in its slot, which is handed back to the workers only afterwards.
-      const std::exception_ptr error = std::exchange(slot.error, nullptr);
-      if (error) std::rethrow_exception(error);
-      if (slot.present) deliver(slot.judged);
-      slot.ready.store(false);
-      visited.fetch_add(1);
-      if (sleepers.load() > 0) {
-        std::lock_guard lock(mutex);
-        wake_workers.notify_all();
-      }
+      visit_slot();
+      wake_sleepers();
     }
   }
 

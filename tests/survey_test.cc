@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "area_builder.h"
@@ -299,5 +300,29 @@ TEST_CASE("the survey's packed listing gives every name back as listed, parsed a
       CHECK(e.facts.parsed.suffix == expected.suffix);
     }));
     CHECK(seen == std::set<std::string>(names.begin(), names.end()));
+  }
+}
+
+TEST_CASE("a visit that throws, while the listing goes on or after it, ends the survey with its exception") {
+  TempDir temp;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  fill_mixed_area(dir, 600);
+  SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
+                                            hermetic_guard_age_ns, true);
+  LabelIndex labels;
+  for (unsigned jobs : {1U, 2U, 8U}) {
+    settings.jobs = jobs;
+    for (std::size_t throw_at : {0UL, 70UL, 300UL, 599UL}) {
+      CAPTURE(jobs);
+      CAPTURE(throw_at);
+      std::size_t visits = 0;
+      CHECK_THROWS_WITH_AS(survey_area(real_system(), dir, settings, labels, {},
+                                       [&](const JudgedEntry&) {
+                                         if (visits++ == throw_at) throw std::runtime_error("visit failed");
+                                       }),
+                           "visit failed", std::runtime_error);
+      CHECK(visits == throw_at + 1);  // nothing visited after the failure
+    }
   }
 }

@@ -65,10 +65,13 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
 /// Surveys `directory`: every entry (one directory pass, whose guard names answer each
 /// lock's guard question) gathered relative to the directory, re-confirmed when it looks
 /// stale (same device, inode and token after the probe), judged and decided, and passed to
-/// `visit` in listing order with its label, on the calling thread (`settings.jobs` threads
-/// gather and judge); then each name of `expected_locks` that was not listed, judged as
-/// absent. Pending host facts are read after the listing, when there is anything to judge.
-/// Returns the number of entries listed, or the listing error.
+/// `visit` in listing order with its label, on the calling thread. With `settings.jobs`
+/// above one, that many threads gather and judge, from the first names listed on while the
+/// listing goes on (an entry taken before the listing is whole looks its guard up itself).
+/// Then each name of `expected_locks` that was not listed, judged as absent. Pending host
+/// facts are read before the first judgement (never for an empty area). A visit that throws
+/// ends the survey with its exception. Returns the number of entries listed, or the listing
+/// error.
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
                                    const SurveySettings& settings, const LabelIndex& labels,
                                    const std::set<std::string>& expected_locks,
