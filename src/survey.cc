@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -434,7 +436,9 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     Judged judged;         // reused by every entry that takes this slot
     std::exception_ptr error;
   };
-  std::vector<Slot> slots(jobs > 1 ? window : 0);
+  // Made when the first worker starts: a small area (and an empty one, the usual) never
+  // builds the window (some 180 KiB at two jobs, each page of it a fault).
+  std::unique_ptr<Slot[]> slots;
   std::atomic<std::size_t> next{0};     // the next index to take
   std::atomic<std::size_t> visited{0};  // entries visited so far
   std::atomic<bool> stopping{false};
@@ -520,6 +524,7 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   auto start_workers = [&](std::size_t listed) {
     if (workers.size() + 1 >= jobs || listed < (workers.size() + 1) * parallel_threshold) return;
     if (workers.empty()) {
+      slots = std::make_unique<Slot[]>(window);
       prepare();
       (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
     }
@@ -538,7 +543,12 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     return names.size();
   };
   std::exception_ptr visit_error;  // a visit that failed while the listing went on
-  auto listing = system.list_directory(directory, [&](const DirEntry& entry) {
+  // The listing reads the descriptor the per-entry calls are relative to (no second open
+  // by path); by path only when the directory could not be opened.
+  auto list = [&](const std::function<bool(const DirEntry&)>& each) {
+    return dir.fd >= 0 ? system.list_directory_at(dir.fd, each) : system.list_directory(directory, each);
+  };
+  auto listing = list([&](const DirEntry& entry) {
     if (std::string lock_name = batch.add(entry.name); !lock_name.empty())
       batch_guards.push_back(std::move(lock_name));
     if (batch.size() < window_per_job) return true;

@@ -424,24 +424,37 @@ class RealSystem final : public System {
   }
 
   SysResult<std::vector<std::string>> list_names_at(int fd) override {
-    // getdents64 on the descriptor itself, from its start: no second descriptor and no
-    // DIR stream (which would cost an openat, an fstat and two fcntl calls; a release
-    // lists its tombstone this way every time).
-    if (::lseek(fd, 0, SEEK_SET) < 0) return fail_errno();
     std::vector<std::string> names;
-    alignas(struct dirent64) char buffer[8192];
+    auto listed = list_directory_at(fd, [&](const DirEntry& entry) {
+      names.push_back(entry.name);
+      return true;
+    });
+    if (!listed) return std::unexpected(listed.error());
+    return names;
+  }
+
+  SysResult<void> list_directory_at(int fd, const std::function<bool(const DirEntry&)>& visit) override {
+    // getdents64 on the descriptor itself, from its start: no second descriptor and no
+    // DIR stream (which would cost an openat, an fstat and two fcntl calls; a release lists
+    // its tombstone this way every time, a survey its area), and the entries listed are
+    // those of the very directory the per-entry calls are relative to.
+    if (::lseek(fd, 0, SEEK_SET) < 0) return fail_errno();
+    alignas(struct dirent64) char buffer[32768];
+    DirEntry entry;
     for (;;) {
       const ssize_t got = ::getdents64(fd, buffer, sizeof buffer);
       if (got < 0) {
         if (errno == EINTR) continue;
         return fail_errno();
       }
-      if (got == 0) return names;
+      if (got == 0) return {};
       for (ssize_t at = 0; at < got;) {
         const auto* item = reinterpret_cast<const struct dirent64*>(buffer + at);
         at += item->d_reclen;
-        if (std::strcmp(item->d_name, ".") != 0 && std::strcmp(item->d_name, "..") != 0)
-          names.emplace_back(item->d_name);
+        if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
+        entry.name.assign(item->d_name);
+        entry.type = type_of_dirent(item->d_type);
+        if (!visit(entry)) return {};
       }
     }
   }

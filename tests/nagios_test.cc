@@ -134,7 +134,7 @@ TEST_CASE("-t: a check that hangs ends UNKNOWN with exit 3 when the timeout expi
     StagedSystem system;
     // The listing of the area never returns (a dead NFS server, say): only -t ends it.
     system.before = [](std::string_view op, const std::string&) {
-      if (op == "list_directory")
+      if (op == "list_directory" || op == "list_directory_at")
         for (;;) ::pause();
     };
     const int status = check_main(system, {"--lock-dir", area, "-t", "1"});

@@ -145,6 +145,10 @@ class StagedSystem : public System {
     if (!step("open_directory", path)) return dead();
     return real_.open_directory(path);
   }
+  SysResult<void> list_directory_at(int fd, const std::function<bool(const DirEntry&)>& visit) override {
+    if (!step("list_directory_at", std::to_string(fd))) return dead();
+    return real_.list_directory_at(fd, visit);
+  }
   SysResult<std::vector<std::string>> list_names_at(int fd) override {
     if (!step("list_names_at", std::to_string(fd))) return dead();
     return real_.list_names_at(fd);

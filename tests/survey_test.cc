@@ -6,6 +6,7 @@
 
 #include <set>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "area_builder.h"
@@ -325,4 +326,40 @@ TEST_CASE("a visit that throws, while the listing goes on or after it, ends the 
       CHECK(visits == throw_at + 1);  // nothing visited after the failure
     }
   }
+}
+
+TEST_CASE("the survey lists the directory it opened, not whatever the path names by then") {
+  // The per-entry calls are relative to the area's descriptor; the listing reads that same
+  // descriptor, so an area moved away and replaced between the open and the listing is
+  // still listed and judged as one directory (and no second descriptor is opened for it).
+  // StagedSystem's `*_in` calls go by path (the seam's default); this one's go by the
+  // descriptor, as the real system's do.
+  struct DescriptorSystem : StagedSystem {
+    SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) override {
+      return real().lstat_in(dir, name);
+    }
+    SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) override {
+      return real().open_read_in(dir, relative);
+    }
+  };
+  TempDir temp;
+  DescriptorSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  const std::string kept = fake_lock_name("kept"), other = fake_lock_name("other");
+  make_entry(dir, kept, owner_json(staged_dead, "k"));
+  bool replaced = false;
+  system.before = [&](std::string_view op, const std::string&) {
+    if ((op != "list_directory_at" && op != "list_directory") || std::exchange(replaced, true)) return;
+    REQUIRE(::rename(dir.c_str(), (temp / "moved").c_str()) == 0);
+    make_dir(dir);
+    make_entry(dir, other, owner_json(staged_dead, "o"));
+  };
+  const auto seen = survey(system, dir);
+  CHECK(system.count("open_directory") == 1);
+  CHECK(system.count("list_directory_at") == 1);
+  CHECK(system.count("list_directory") == 0);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].name == kept);
+  CHECK(seen[0].token == "k");
 }

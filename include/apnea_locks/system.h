@@ -146,6 +146,10 @@ class System {
   /// The names in the directory open as `fd` (without "." and ".."), read from its start;
   /// `fd` stays open.
   virtual SysResult<std::vector<std::string>> list_names_at(int fd) = 0;
+  /// Streams the entries of the directory open as `fd` (without "." and ".."), read from
+  /// its start, like list_directory; `visit` returns false to stop early. `fd` stays open
+  /// (its read position is moved: one listing of a descriptor at a time).
+  virtual SysResult<void> list_directory_at(int fd, const std::function<bool(const DirEntry&)>& visit) = 0;
   /// fstatat(2) of `name` in the directory `fd`, not following a symlink.
   virtual SysResult<FileStat> stat_at(int fd, const std::string& name) = 0;
   /// unlinkat(2) of the file `name` in the directory `fd` (never a directory).
