@@ -118,8 +118,12 @@ LockResult<void> ensure_directory_for(System& system, const std::string& lock_di
       return failure(config_error(
           fmt::format("Apnea lock directory is not owned by the current user: {}", component),
           component));
-    auto changed = system.chmod(component, 0700);
-    if (!changed) return failure(wrapped(changed.error(), "chmod", component, resource));
+    // Apnea forces 0700 with a chmod every time; one that is already 0700 (no other bit,
+    // setgid and sticky included) is left as it is, the same mode without an inode write.
+    if (st->mode != 0700) {
+      auto changed = system.chmod(component, 0700);
+      if (!changed) return failure(wrapped(changed.error(), "chmod", component, resource));
+    }
   }
   return {};
 }

@@ -416,6 +416,18 @@ TEST_CASE("ensure_lock_directory refuses what Apnea refuses and forces mode 0700
   REQUIRE(ensure_lock_directory(system, dir));
   CHECK(mode_of(parent) == 0700);
   CHECK(mode_of(dir) == 0700);
+  // Forced only when it is not already 0700: an acquire in an area as Apnea leaves it
+  // changes no mode (two chmod calls, each an inode write, fewer per acquire).
+  const int chmods = system.count("chmod");
+  REQUIRE(ensure_lock_directory(system, dir));
+  CHECK(system.count("chmod") == chmods);
+  for (const mode_t loose : {0770, 02700, 01700}) {
+    CAPTURE(loose);
+    REQUIRE(::chmod(dir.c_str(), loose) == 0);
+    REQUIRE(ensure_lock_directory(system, dir));
+    CHECK(mode_of(dir) == 0700);
+    CHECK(mode_of(parent) == 0700);
+  }
 
   const std::string elsewhere = temp / "elsewhere";
   REQUIRE(::mkdir(elsewhere.c_str(), 0700) == 0);
