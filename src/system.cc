@@ -187,25 +187,6 @@ class CName {
   const char* ptr_;
 };
 
-/// Reads `dir` to its end (or until `visit` returns false), skipping "." and "..", then
-/// closes it; the readdir error, if any.
-SysResult<void> read_entries(DIR* dir, const std::function<bool(const struct dirent&)>& visit) {
-  for (;;) {
-    errno = 0;
-    struct dirent* item = ::readdir(dir);
-    if (item == nullptr) {
-      const int error = errno;
-      ::closedir(dir);
-      if (error != 0) return fail(error);
-      return {};
-    }
-    if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
-    if (!visit(*item)) break;
-  }
-  ::closedir(dir);
-  return {};
-}
-
 /// Calls `visit` with the pid of every process in /proc; false when /proc cannot be listed.
 bool for_each_process(const std::function<void(std::int64_t)>& visit) {
   DIR* dir = ::opendir("/proc");
@@ -401,20 +382,11 @@ class RealSystem final : public System {
 
   SysResult<void> list_directory(const std::string& path,
                                  const std::function<bool(const DirEntry&)>& visit) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return fail_errno();
-    DIR* dir = ::fdopendir(fd);
-    if (dir == nullptr) {
-      int error = errno;
-      ::close(fd);
-      return fail(error);
-    }
-    DirEntry entry;
-    return read_entries(dir, [&](const struct dirent& item) {
-      entry.name.assign(item.d_name);
-      entry.type = type_of_dirent(item.d_type);
-      return visit(entry);
-    });
+    auto listed = list_directory_at(fd, visit);
+    ::close(fd);
+    return listed;
   }
 
   SysResult<int> open_directory(const std::string& path) override {

@@ -151,9 +151,23 @@ void fill_mixed_area(const std::string& dir, int n) {
 /// running at the same time stop and resume, so every survey sees the same facts.
 constexpr std::int64_t hermetic_guard_age_ns = 7'200'000'000'000;
 
+/// The settings of a --force survey of `dir` now, with hermetic_guard_age_ns.
+SurveySettings hermetic_settings(const std::string& dir) {
+  return survey_settings(real_system(), dir, default_reuse_tolerance_ns, hermetic_guard_age_ns, true);
+}
+
+/// A real area of `n` mixed entries (fill_mixed_area) in a folder of its own.
+struct MixedArea {
+  TempDir temp;
+  std::string dir;
+  explicit MixedArea(int n) : dir(temp / "locks") {
+    make_dir(dir);
+    fill_mixed_area(dir, n);
+  }
+};
+
 std::vector<std::string> survey_reports(const std::string& dir, unsigned jobs, std::int64_t now_ns) {
-  SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
-                                            hermetic_guard_age_ns, true);
+  SurveySettings settings = hermetic_settings(dir);
   settings.judge.now_ns = now_ns;
   settings.jobs = jobs;
   std::vector<std::string> reports;
@@ -167,10 +181,8 @@ std::vector<std::string> survey_reports(const std::string& dir, unsigned jobs, s
 }  // namespace
 
 TEST_CASE("a survey with many jobs reports what one job does, in the same order") {
-  TempDir temp;
-  const std::string dir = temp / "locks";
-  make_dir(dir);
-  fill_mixed_area(dir, 600);
+  const MixedArea area(600);
+  const std::string& dir = area.dir;
   const std::int64_t now_ns = real_system().now_ns();
   const auto one = survey_reports(dir, 1, now_ns);
   REQUIRE(one.size() > 600);  // every entry, plus the absent lock at the end
@@ -190,12 +202,9 @@ TEST_CASE("a survey with many jobs reports what one job does, in the same order"
 }
 
 TEST_CASE("the guard question answered from the listing agrees with a lookup per entry") {
-  TempDir temp;
-  const std::string dir = temp / "locks";
-  make_dir(dir);
-  fill_mixed_area(dir, 120);
-  SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
-                                            hermetic_guard_age_ns, true);
+  const MixedArea area(120);
+  const std::string& dir = area.dir;
+  const SurveySettings settings = hermetic_settings(dir);
   LabelIndex labels;
   std::size_t guarded = 0;
   auto listed = survey_area(real_system(), dir, settings, labels, {}, [&](const JudgedEntry& e) {
@@ -305,12 +314,9 @@ TEST_CASE("the survey's packed listing gives every name back as listed, parsed a
 }
 
 TEST_CASE("a visit that throws, while the listing goes on or after it, ends the survey with its exception") {
-  TempDir temp;
-  const std::string dir = temp / "locks";
-  make_dir(dir);
-  fill_mixed_area(dir, 600);
-  SurveySettings settings = survey_settings(real_system(), dir, default_reuse_tolerance_ns,
-                                            hermetic_guard_age_ns, true);
+  const MixedArea area(600);
+  const std::string& dir = area.dir;
+  SurveySettings settings = hermetic_settings(dir);
   LabelIndex labels;
   for (unsigned jobs : {1U, 2U, 8U}) {
     settings.jobs = jobs;

@@ -635,7 +635,10 @@ int check_main(System& system, const std::vector<std::string>& given) {
               unknown);
   auto labels = build_labels(system, area, o.labels);
   if (!labels) return unknown_line(labels.error());
-  auto policy = judging_policy(system, area, o.timing, false, HostRead::when_needed);
+  // -vvv prints the host facts the judgements rest on: read at once then, so the line shows
+  // the very facts judged; otherwise only when the area has something to judge.
+  auto policy = judging_policy(system, area, o.timing, false,
+                               o.verbosity >= 3 ? HostRead::now : HostRead::when_needed);
   if (!policy) return unknown_line("usage: " + policy.error());
 
   Pass pass = judge_pass(system, area, o, t, *labels, *policy, nullptr);
@@ -674,7 +677,7 @@ int check_main(System& system, const std::vector<std::string>& given) {
                                   findings.summary.scanned, ranges));
     }
     if (o.verbosity >= 3) {
-      const HostFacts host = with_host(system, area.directory, *policy).judge.host;
+      const HostFacts& host = policy->judge.host;
       lines.push_back(fmt::format(
           "host: filesystem {} (local {}), initial pid namespace {}, initial user namespace {}, "
           "process table complete {}, idmapped {}, clock void {}",
