@@ -22,6 +22,7 @@
 #include "apnea_locks/names.h"
 #include "detail/policy.h"
 #include "detail/scan.h"
+#include "detail/spread.h"
 
 namespace apnea_locks {
 using detail::gather_entry;  // detail/scan.h
@@ -528,8 +529,10 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
       prepare();
       (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
     }
+    // Each on another CPU than this thread's at first (detail/spread.h: otherwise the first
+    // worker often shares this one's CPU for milliseconds on a 2-CPU machine).
     while (workers.size() + 1 < jobs && listed >= (workers.size() + 1) * parallel_threshold)
-      workers.emplace_back(work);
+      workers.push_back(detail::start_elsewhere(work).thread);
   };
 
   // Names are packed in batches of window_per_job outside the lock, then added in one step.

@@ -1,0 +1,106 @@
+// start_elsewhere: a survey worker starts on another CPU than its starter's, then may run
+// wherever the starter may.
+#include "detail/spread.h"
+
+#include <doctest/doctest.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+using namespace apnea_locks::detail;
+
+namespace {
+
+cpu_set_t affinity_of(pthread_t thread) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CHECK(::pthread_getaffinity_np(thread, sizeof set, &set) == 0);  // CHECK: also on other threads
+  return set;
+}
+
+bool same(const cpu_set_t& a, const cpu_set_t& b) { return CPU_EQUAL(&a, &b); }
+
+/// Runs `test` on a thread of its own allowed only `cpus` (so the test process's own
+/// affinity is left alone).
+template <typename Test>
+void on_cpus(const cpu_set_t& cpus, Test test) {
+  std::thread runner([&] {
+    const bool set = ::pthread_setaffinity_np(::pthread_self(), sizeof cpus, &cpus) == 0;
+    CHECK(set);
+    if (set) test();
+  });
+  runner.join();
+}
+
+}  // namespace
+
+TEST_CASE("start_elsewhere: the body runs, with the starter's whole affinity mask") {
+  const cpu_set_t starter = affinity_of(::pthread_self());
+  std::atomic<bool> ran{false};
+  cpu_set_t seen;
+  CPU_ZERO(&seen);
+  StartedElsewhere started = start_elsewhere([&] {
+    seen = affinity_of(::pthread_self());
+    ran = true;
+  });
+  started.thread.join();
+  CHECK(ran.load());
+  CHECK(same(seen, starter));  // kept off one CPU only until it started
+}
+
+TEST_CASE("start_elsewhere: with two CPUs or more, the first instruction is not on the starter's CPU") {
+  const cpu_set_t all = affinity_of(::pthread_self());
+  if (CPU_COUNT(&all) < 2) {
+    MESSAGE("one CPU allowed here: nothing to steer");
+    return;
+  }
+  // The starter allowed each CPU with one other in turn: whichever it is on when it starts
+  // the thread, the thread is held until its mask excludes that CPU, so where it first runs
+  // is the other one, whatever the timing.
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &all)) continue;
+    cpu_set_t pair;  // `cpu` and one other: wherever the starter is, the worker has one place to go
+    CPU_ZERO(&pair);
+    CPU_SET(cpu, &pair);
+    int other = -1;
+    for (int c = 0; c < CPU_SETSIZE && other < 0; ++c)
+      if (c != cpu && CPU_ISSET(c, &all)) other = c;
+    CPU_SET(other, &pair);
+    on_cpus(pair, [&] {
+      cpu_set_t seen;
+      CPU_ZERO(&seen);
+      StartedElsewhere started = start_elsewhere([&] { seen = affinity_of(::pthread_self()); });
+      started.thread.join();
+      CAPTURE(cpu);
+      CAPTURE(other);
+      CHECK(started.avoided_cpu >= 0);
+      CHECK(started.first_cpu->load() >= 0);
+      CHECK(started.first_cpu->load() != started.avoided_cpu);
+      CHECK(CPU_ISSET(started.first_cpu->load(), &pair));
+      CHECK(same(seen, pair));
+    });
+  }
+}
+
+TEST_CASE("start_elsewhere: with one CPU allowed, the thread starts there and nothing is steered") {
+  const cpu_set_t all = affinity_of(::pthread_self());
+  int only = -1;
+  for (int c = 0; c < CPU_SETSIZE && only < 0; ++c)
+    if (CPU_ISSET(c, &all)) only = c;
+  REQUIRE(only >= 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(only, &one);
+  on_cpus(one, [&] {
+    cpu_set_t seen;
+    CPU_ZERO(&seen);
+    StartedElsewhere started = start_elsewhere([&] { seen = affinity_of(::pthread_self()); });
+    started.thread.join();
+    CHECK(started.avoided_cpu == -1);
+    CHECK(started.first_cpu->load() == only);
+    CHECK(same(seen, one));
+  });
+}
