@@ -345,15 +345,17 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
   auto self = system.fstat(*fd);
   if (!self) return fmt::format("cannot stat it: {}", errno_text(self.error()));
   if (!self->same_object(judged)) return "it was replaced since it was judged";
-  auto names = system.list_names_at(*fd);
-  if (!names) return fmt::format("cannot list it: {}", errno_text(names.error()));
   bool has_owner = false;
-  for (const std::string& name : *names) {
-    if (name != owner_file_name)
-      return fmt::format("it holds more than {} (found '{}'): not removed recursively",
-                         owner_file_name, name);
-    has_owner = true;
-  }
+  std::optional<std::string> other;  // the first name that is not owner.json: the listing stops
+  auto listed = system.list_directory_at(*fd, [&](const DirEntry& entry) {
+    if (entry.name != owner_file_name) other = entry.name;
+    else has_owner = true;
+    return !other;
+  });
+  if (!listed) return fmt::format("cannot list it: {}", errno_text(listed.error()));
+  if (other)
+    return fmt::format("it holds more than {} (found '{}'): not removed recursively", owner_file_name,
+                       *other);
   if (has_owner) {
     auto owner = system.stat_at(*fd, std::string(owner_file_name));
     if (!owner) return fmt::format("cannot stat {}: {}", owner_file_name, errno_text(owner.error()));

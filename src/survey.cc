@@ -531,8 +531,10 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     }
     // Each on another CPU than this thread's at first (detail/spread.h: otherwise the first
     // worker often shares this one's CPU for milliseconds on a 2-CPU machine).
+    // The slot is made before the thread: a vector that cannot grow never leaves a running
+    // worker to be joined before `stopping` is set.
     while (workers.size() + 1 < jobs && listed >= (workers.size() + 1) * parallel_threshold)
-      workers.push_back(detail::start_elsewhere(work).thread);
+      workers.emplace_back() = detail::start_elsewhere(work).thread;
   };
 
   // Names are packed in batches of window_per_job outside the lock, then added in one step.

@@ -395,16 +395,6 @@ class RealSystem final : public System {
     return fd;
   }
 
-  SysResult<std::vector<std::string>> list_names_at(int fd) override {
-    std::vector<std::string> names;
-    auto listed = list_directory_at(fd, [&](const DirEntry& entry) {
-      names.push_back(entry.name);
-      return true;
-    });
-    if (!listed) return std::unexpected(listed.error());
-    return names;
-  }
-
   SysResult<void> list_directory_at(int fd, const std::function<bool(const DirEntry&)>& visit) override {
     // getdents64 on the descriptor itself, from its start: no second descriptor and no
     // DIR stream (which would cost an openat, an fstat and two fcntl calls; a release lists

@@ -149,10 +149,6 @@ class StagedSystem : public System {
     if (!step("list_directory_at", std::to_string(fd))) return dead();
     return real_.list_directory_at(fd, visit);
   }
-  SysResult<std::vector<std::string>> list_names_at(int fd) override {
-    if (!step("list_names_at", std::to_string(fd))) return dead();
-    return real_.list_names_at(fd);
-  }
   SysResult<FileStat> stat_at(int fd, const std::string& name) override {
     if (!step("stat_at", name)) return dead();
     return real_.stat_at(fd, name);

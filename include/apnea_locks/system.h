@@ -143,9 +143,6 @@ class System {
   /// open(2) of a directory with O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC: a symlink fails with
   /// ELOOP, anything but a directory with ENOTDIR. Close it with close().
   virtual SysResult<int> open_directory(const std::string& path) = 0;
-  /// The names in the directory open as `fd` (without "." and ".."), read from its start;
-  /// `fd` stays open.
-  virtual SysResult<std::vector<std::string>> list_names_at(int fd) = 0;
   /// Streams the entries of the directory open as `fd` (without "." and ".."), read from
   /// its start, like list_directory; `visit` returns false to stop early. `fd` stays open
   /// (its read position is moved: one listing of a descriptor at a time).

@@ -13,10 +13,10 @@ namespace apnea_locks::detail {
 struct StartedElsewhere {
   std::jthread thread;
   /// The CPU the starting thread was on, which the new thread's first instruction does not
-  /// run on; -1 when nothing was steered (one CPU allowed, not Linux, or a call failed).
+  /// run on; -1 when nothing was steered (one CPU allowed, or a call failed).
   int avoided_cpu = -1;
   /// The CPU the thread's first instruction ran on, set before it takes back the caller's
-  /// affinity mask and runs the body (-1 until then, or where unknown).
+  /// affinity mask and runs the body (-1 until then); for the tests.
   std::shared_ptr<std::atomic<int>> first_cpu = std::make_shared<std::atomic<int>>(-1);
 };
 
@@ -31,7 +31,7 @@ struct StartedElsewhere {
 /// moves it there), then released, and its first act is to take back the caller's whole
 /// affinity mask: only where it starts is chosen, never where it may run later. With a
 /// single CPU allowed, or where the calls fail, the thread simply starts where the kernel
-/// puts it. Linux only; elsewhere a plain thread.
+/// puts it.
 StartedElsewhere start_elsewhere(std::function<void()> body);
 
 }  // namespace apnea_locks::detail
