@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -38,15 +37,19 @@ void on_cpus(const cpu_set_t& cpus, Test test) {
 /// What a thread started by start_elsewhere saw: where it was kept off, where it first ran,
 /// and the affinity mask its body ran with.
 struct Observed {
-  int avoided_cpu;
-  int first_cpu;
-  cpu_set_t body_mask;
+  bool ran = false;
+  int avoided_cpu = -1;
+  int first_cpu = -1;
+  cpu_set_t body_mask{};
 };
 
 /// start_elsewhere from the calling thread, with a body that records its own mask; joined.
 Observed start_and_observe() {
-  Observed seen{};
-  StartedElsewhere started = start_elsewhere([&] { seen.body_mask = affinity_of(::pthread_self()); });
+  Observed seen;
+  StartedElsewhere started = start_elsewhere([&] {
+    seen.body_mask = affinity_of(::pthread_self());
+    seen.ran = true;
+  });
   started.thread.join();
   seen.avoided_cpu = started.avoided_cpu;
   seen.first_cpu = started.first_cpu->load();
@@ -57,16 +60,9 @@ Observed start_and_observe() {
 
 TEST_CASE("start_elsewhere: the body runs, with the starter's whole affinity mask") {
   const cpu_set_t starter = affinity_of(::pthread_self());
-  std::atomic<bool> ran{false};
-  cpu_set_t seen;
-  CPU_ZERO(&seen);
-  StartedElsewhere started = start_elsewhere([&] {
-    seen = affinity_of(::pthread_self());
-    ran = true;
-  });
-  started.thread.join();
-  CHECK(ran.load());
-  CHECK(same(seen, starter));  // kept off one CPU only until it started
+  const Observed seen = start_and_observe();
+  CHECK(seen.ran);
+  CHECK(same(seen.body_mask, starter));  // kept off one CPU only until it started
 }
 
 TEST_CASE("start_elsewhere: with two CPUs or more, the first instruction is not on the starter's CPU") {
