@@ -80,13 +80,10 @@ std::optional<GlobalSetupHint> global_setup_hint(const LocatedLock& lock, const 
 
 LockHint lock_hint(System& system, const std::string& lock_directory, const LocatedLock& lock,
                    const SurveySettings& given) {
-  SurveySettings settings = given;
-  const EntryFacts facts = survey_entry(system, lock_directory, lock.name, settings);
-  // An old guard is judged against the paused processes, as survey_area reads them.
-  if (facts.guard) settings.judge.paused = system.paused_processes();
   const EntryLabel label{lock.kind, lock.root};
-  const auto judged = judge_entry(facts, settings, &label);
-  return hint_from(lock, facts, judged.first, judged.second);
+  EntryJudge judge(system, lock_directory, given);
+  const Judgement judged = judge.entry(lock.name, &label);
+  return hint_from(lock, judged.facts, judged.verdict, judged.decision);
 }
 
 GlobalSetupHint global_setup_hint(System& system, const std::string& lock_directory,

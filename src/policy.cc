@@ -347,12 +347,16 @@ std::vector<std::string> detail::reclaim_argv(const EntryFacts& facts, const Ent
 }
 
 std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdict,
-                                  const EntryLabel* label, std::int64_t guard_age_ns,
-                                  std::int64_t now_ns, const FixContext& context) {
-  if (decide(facts, verdict, RemovalFlags{false, guard_age_ns}, now_ns).action == PlanAction::remove)
-    return detail::reclaim_argv(facts, label, false, context);
-  if (decide(facts, verdict, RemovalFlags{true, guard_age_ns}, now_ns).action == PlanAction::remove)
-    return detail::reclaim_argv(facts, label, true, context);
+                                  const EntryLabel* label, const RemovalFlags& flags,
+                                  const Decision& decided, std::int64_t now_ns,
+                                  const FixContext& context) {
+  const auto removes = [&](bool force) {
+    if (force == flags.force) return decided.action == PlanAction::remove;
+    return decide(facts, verdict, RemovalFlags{force, flags.guard_age_ns}, now_ns).action ==
+           PlanAction::remove;
+  };
+  if (removes(false)) return detail::reclaim_argv(facts, label, false, context);
+  if (removes(true)) return detail::reclaim_argv(facts, label, true, context);
   return {};
 }
 

@@ -33,23 +33,21 @@ bool same_record(const EntryFacts& was, const EntryFacts& now) {
   return was.owner->bytes == now.owner->bytes;
 }
 
-/// Under the guard we hold: the entry gathered again with fresh probes (and, for a guard,
-/// the paused processes read again), judged and decided by the same policy. Why it may not
+/// Under the guard we hold: the entry gathered again with fresh probes (and, for an old
+/// guard, the paused processes read again), judged and decided by the same policy. Why it may not
 /// be removed now, or nothing when the decision still stands.
 std::optional<std::string> redecide(System& system, const EntryFacts& facts, const Decision& decision,
                                     const RepairPolicy& policy, bool we_hold_guard) {
-  const std::string directory = node_dirname(facts.path);
   SurveySettings settings = policy.settings;
   settings.judge.now_ns = system.now_ns();
-  EntryFacts now = survey_entry(system, directory, facts.name, settings);
+  EntryJudge judge(system, node_dirname(facts.path), settings);
+  EntryFacts now = judge.gather(facts.name);
   if (!now.stat) return "it is already gone";
   if (!same_record(facts, now)) return "it changed since it was inspected";
   if (we_hold_guard && now.parsed.role != EntryRole::reclaim_guard) now.guard.reset();  // ours
-  const bool guard_matters = now.parsed.role == EntryRole::reclaim_guard || now.guard;
-  if (guard_matters) settings.judge.paused = system.paused_processes();
-  auto [verdict, again] = judge_entry(now, settings, nullptr);
-  if (again.action != PlanAction::remove || again.removal != decision.removal)
-    return fmt::format("it is no longer removable: {}", again.why);
+  const Judgement again = judge.judge(std::move(now), nullptr);
+  if (again.decision.action != PlanAction::remove || again.decision.removal != decision.removal)
+    return fmt::format("it is no longer removable: {}", again.decision.why);
   return std::nullopt;
 }
 

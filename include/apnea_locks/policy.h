@@ -67,9 +67,11 @@ struct FixContext {
 };
 
 /// The one fix command: the argv of the `apnea-locks reclaim` that would remove the entry
-/// (with `--force` only when nothing less would), or empty when no flag would. Pure.
+/// (with `--force` only when nothing less would), or empty when no flag would. `decided` is
+/// decide() of the entry under `flags` (the other flag set is decided here). Pure.
 std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdict,
-                                  const EntryLabel* label, std::int64_t guard_age_ns,
-                                  std::int64_t now_ns, const FixContext& context);
+                                  const EntryLabel* label, const RemovalFlags& flags,
+                                  const Decision& decided, std::int64_t now_ns,
+                                  const FixContext& context);
 
 }  // namespace apnea_locks

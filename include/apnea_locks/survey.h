@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +48,17 @@ struct JudgedEntry {
   const EntryLabel* label;  ///< may be null
 };
 
+/// One entry's facts with its verdict and decision: what EntryJudge returns.
+struct Judgement {
+  EntryFacts facts;
+  Verdict verdict;
+  Decision decision;
+  const EntryLabel* label = nullptr;  ///< may be null
+
+  /// A view of it, as survey_area visits entries.
+  JudgedEntry view() const { return JudgedEntry{facts, verdict, decision, label}; }
+};
+
 /// The settings for a survey of `directory` now: the host facts read once (at once, or
 /// when first needed), --guard-age and --tolerance (nanoseconds; their texts, when given,
 /// repeated by fix commands).
@@ -57,29 +69,62 @@ SurveySettings survey_settings(System& system, const std::string& directory,
 /// `settings` with the host facts of `directory` read, if they were still pending.
 SurveySettings with_host(System& system, const std::string& directory, SurveySettings settings);
 
-/// Judges and decides one entry (classify, then decide and fix_argv): the verdict with its
-/// `fix` filled, and the decision under `settings.flags`. Pure.
+/// Judges and decides one entry (classify, then decide, then the one fix): the verdict with
+/// its `fix` filled, and the decision under `settings.flags`. Pure: the paused processes are
+/// those `settings` holds (EntryJudge reads them when an entry needs them).
 std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySettings& settings,
                                          const EntryLabel* label);
+
+/// True when judging `facts` needs the paused processes: the entry is a reclaim guard, or
+/// has one, at least the guard threshold old (only such a guard's holder is looked for).
+bool needs_paused_processes(const EntryFacts& facts, const ClassifyPolicy& policy);
+
+/// The one way every command judges an entry of one area: gathered (or given), judged with
+/// the paused processes when it needs them (read once, on first need), decided, and its fix
+/// built. May be called from several threads when its System may.
+class EntryJudge {
+ public:
+  /// A judge of entries of `directory` under `settings`; pending host facts are read now.
+  EntryJudge(System& system, const std::string& directory, const SurveySettings& settings);
+  EntryJudge(const EntryJudge&) = delete;
+  EntryJudge& operator=(const EntryJudge&) = delete;
+
+  /// The settings judged with (host facts read).
+  const SurveySettings& settings() const { return settings_; }
+
+  /// The facts of entry `name` of the directory, gathered afresh (every pid probed now;
+  /// the guard looked up); no `stat` when it is not there.
+  EntryFacts gather(const std::string& name);
+
+  /// Judges facts already gathered.
+  Judgement judge(EntryFacts facts, const EntryLabel* label);
+
+  /// judge(gather(name), label): an entry that is not there is judged as absent.
+  Judgement entry(const std::string& name, const EntryLabel* label);
+
+  /// Judges the lock `name` as absent without touching the disk (an area that is missing
+  /// or unsafe to read).
+  Judgement absent(const std::string& name, const EntryLabel* label);
+
+ private:
+  System& system_;
+  std::string directory_;
+  SurveySettings settings_;
+  std::once_flag paused_once_;
+  SurveySettings with_paused_;
+};
 
 /// Surveys `directory`: every entry (one directory pass, whose guard names answer each
 /// lock's guard question) gathered relative to the directory, re-confirmed when it looks
 /// stale (same device, inode and token after the probe), judged and decided, and passed to
 /// `visit` in listing order with its label, on the calling thread. With `settings.jobs`
-/// above one, that many threads gather and judge, from the first names listed on while the
-/// listing goes on (an entry taken before the listing is whole looks its guard up itself).
-/// Then each name of `expected_locks` that was not listed, judged as absent. Pending host
-/// facts are read before the first judgement (never for an empty area). A visit that throws
-/// ends the survey with its exception. Returns the number of entries listed, or the listing
-/// error.
+/// above one, up to that many threads gather and judge. Then each name of `expected_locks`
+/// that was not listed, judged as absent. Pending host facts are read before the first
+/// judgement (never for an empty area). A visit that throws ends the survey with its
+/// exception. Returns the number of entries listed, or the listing error.
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
                                    const SurveySettings& settings, const LabelIndex& labels,
                                    const std::set<std::string>& expected_locks,
                                    const std::function<void(const JudgedEntry&)>& visit);
-
-/// Gathers, judges and decides the single entry `name` of `directory` (inspect, run, and
-/// reclaim's re-validation), probing afresh.
-EntryFacts survey_entry(System& system, const std::string& directory, const std::string& name,
-                        const SurveySettings& settings);
 
 }  // namespace apnea_locks

@@ -205,15 +205,10 @@ void judge_absent_locks(System& system, const std::string& area, const SurveySet
                         const LabelIndex& labels, const std::set<std::string>& names,
                         const std::function<void(const EntryView&)>& visit) {
   if (names.empty()) return;
-  const SurveySettings settings = with_host(system, area, given);
+  EntryJudge judge(system, area, given);
   for (const std::string& name : names) {
-    EntryFacts facts;
-    facts.name = name;
-    facts.path = entry_path(area, name);
-    facts.parsed = parse_entry_name(name);
-    const EntryLabel* label = labels.find(facts.parsed.lock_name());
-    auto [verdict, decision] = judge_entry(facts, settings, label);
-    visit(EntryView{facts, verdict, label, &decision});
+    const Judgement judged = judge.absent(name, labels.find(parse_entry_name(name).lock_name()));
+    visit(EntryView{judged.facts, judged.verdict, judged.label, &judged.decision});
   }
 }
 

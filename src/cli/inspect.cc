@@ -364,14 +364,14 @@ int inspect_command(const std::vector<std::string>& args) {
     return exit_unsafe;
   }
 
-  detail::ProcessCache processes(system, settings->judge.host);
+  EntryJudge judge(system, in.area.directory, *settings);
   const std::string name = base_name(path);
-  in.facts = detail::gather_entry(system, in.area.directory, name, settings->judge.area_uid, processes);
+  in.facts = judge.gather(name);
   in.facts.path = path;
   if (in.facts.parsed.role != EntryRole::unknown) in.label = labels.find(in.facts.parsed.lock_name());
-  if (in.facts.parsed.role == EntryRole::reclaim_guard || in.facts.guard)
-    settings->judge.paused = system.paused_processes();
-  std::tie(in.verdict, in.decision) = judge_entry(in.facts, *settings, in.label);
+  Judgement judged = judge.judge(in.facts, in.label);
+  in.verdict = std::move(judged.verdict);
+  in.decision = std::move(judged.decision);
   // Never through a symlink: owner.json is read only inside a real directory.
   if (in.facts.stat && in.facts.stat->type == FileType::directory)
     in.owner_file = gather_owner_file(system, path);
@@ -380,9 +380,9 @@ int inspect_command(const std::vector<std::string>& args) {
     const std::string prefix = in.facts.parsed.lock_name();
     (void)system.list_directory(in.area.directory, [&](const DirEntry& entry) {
       if (entry.name == name || !entry.name.starts_with(prefix)) return true;
-      EntryFacts other = detail::gather_entry(system, in.area.directory, entry.name, settings->judge.area_uid, processes);
+      EntryFacts other = judge.gather(entry.name);
       if (other.stat && other.parsed.lock_name() == prefix)
-        in.related.push_back(Related{entry.name, judge_entry(other, *settings, in.label).first});
+        in.related.push_back(Related{entry.name, judge.judge(std::move(other), in.label).verdict});
       return true;
     });
   }
@@ -392,10 +392,9 @@ int inspect_command(const std::vector<std::string>& args) {
     auto here = system.realpath(".");
     auto enclosing = enclosing_repository(system, in.area.directory, ".");
     if (here && enclosing && enclosing->root != *here) {
-      const EntryFacts facts = survey_entry(system, in.area.directory, enclosing->name, *settings);
       const EntryLabel label{LockKind::repository, enclosing->root};
-      const auto [verdict, decision] = judge_entry(facts, *settings, &label);
-      const EntryView view{facts, verdict, &label, &decision};
+      const Judgement judged = judge.entry(enclosing->name, &label);
+      const EntryView view{judged.facts, judged.verdict, &label, &judged.decision};
       if (auto hint = enclosing_hint_text(*enclosing, *here, &view)) in.hints.push_back(std::move(*hint));
     }
   }

@@ -444,15 +444,9 @@ int reclaim_command(const std::vector<std::string>& args) {
       return exit_unsafe;
     }
   } else {
-    for (const std::string& name : expected) {  // no area yet: every asked-for lock is absent
-      EntryFacts facts;
-      facts.name = name;
-      facts.path = entry_path(area.directory, name);
-      facts.parsed = parse_entry_name(name);
-      const EntryLabel* label = labels.find(name);
-      auto [verdict, decision] = judge_entry(facts, *settings, label);
-      consider(JudgedEntry{facts, verdict, decision, label});
-    }
+    EntryJudge judge(system, area.directory, *settings);
+    for (const std::string& name : expected)  // no area yet: every asked-for lock is absent
+      consider(judge.absent(name, labels.find(name)).view());
   }
   std::sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) {
     return std::pair(order_of(a.facts.parsed.role), a.facts.name) <

@@ -354,15 +354,14 @@ RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   SurveySettings settings =
       survey_settings(system, directory, default_reuse_tolerance_ns, default_guard_age_ns, false);
   if (options.lock_dir) settings.fix.lock_dir = *options.lock_dir;
-  const EntryFacts facts = survey_entry(system, directory, name, settings);
-  if (facts.guard) settings.judge.paused = system.paused_processes();
   EntryLabel label{target.kind, target.resource};
   const std::string_view prefix = "global setup at ";
   if (target.kind == LockKind::global_setup && label.path.starts_with(prefix))
     label.path.erase(0, prefix.size());
-  auto [verdict, decision] = judge_entry(facts, settings, &label);
-  return RunFix{verdict.fix, verdict.fix_argv, decision.why, decision.next_step,
-                holder_text(facts, verdict)};
+  EntryJudge judge(system, directory, settings);
+  const Judgement judged = judge.entry(name, &label);
+  return RunFix{judged.verdict.fix, judged.verdict.fix_argv, judged.decision.why,
+                judged.decision.next_step, holder_text(judged.facts, judged.verdict)};
 }
 
 json::object error_event(const LockError& error, int status) {
