@@ -69,6 +69,22 @@ std::unexpected<LockError> failure(LockError error) { return std::unexpected(std
 
 bool is(const std::error_code& code, std::errc value) { return code == value; }
 
+/// Apnea's ConfigError for a directory of its lock area that is a symlink, not a directory
+/// or another account's; nothing otherwise (open mode bits are the caller's to handle).
+std::optional<LockError> refused_area_directory(PrivacyProblem problem, const std::string& path) {
+  switch (problem) {
+    case PrivacyProblem::symlink:
+    case PrivacyProblem::not_directory:
+      return config_error(fmt::format("unsafe Apnea lock directory: {}", path), path);
+    case PrivacyProblem::foreign_owner:
+      return config_error(
+          fmt::format("Apnea lock directory is not owned by the current user: {}", path), path);
+    case PrivacyProblem::none:
+    case PrivacyProblem::open_mode: break;
+  }
+  return std::nullopt;
+}
+
 /// AreaMode::explicit_directory: creates `directory` alone, or checks the existing one
 /// without changing it.
 LockResult<void> ensure_explicit_directory(System& system, const std::string& directory,
@@ -79,19 +95,15 @@ LockResult<void> ensure_explicit_directory(System& system, const std::string& di
     return failure(wrapped(made.error(), "mkdir", directory, resource));
   auto st = system.lstat(directory);
   if (!st) return failure(wrapped(st.error(), "lstat", directory, resource));
-  if (st->type != FileType::directory)
-    return failure(config_error(fmt::format("unsafe Apnea lock directory: {}", directory), directory));
-  if (st->uid != system.uid())
-    return failure(config_error(
-        fmt::format("Apnea lock directory is not owned by the current user: {}", directory),
-        directory));
+  const PrivacyProblem problem = private_directory_problem(*st, system.uid());
+  if (auto refused = refused_area_directory(problem, directory)) return failure(*refused);
   if (created) {
     // Ours: the umask may have taken bits Apnea's 0700 asks for.
     if (st->mode != 0700) {
       auto changed = system.chmod(directory, 0700);
       if (!changed) return failure(wrapped(changed.error(), "chmod", directory, resource));
     }
-  } else if ((st->mode & 077) != 0) {
+  } else if (problem == PrivacyProblem::open_mode) {
     return failure(config_error(
         fmt::format("unsafe Apnea lock directory: {}: mode {:04o} has group/other bits "
                     "(apnea-locks changes the mode of no directory it did not create)",
@@ -112,12 +124,8 @@ LockResult<void> ensure_directory_for(System& system, const std::string& lock_di
       return failure(wrapped(made.error(), "mkdir", component, resource));
     auto st = system.lstat(component);
     if (!st) return failure(wrapped(st.error(), "lstat", component, resource));
-    if (st->type != FileType::directory)
-      return failure(config_error(fmt::format("unsafe Apnea lock directory: {}", component), component));
-    if (st->uid != uid)
-      return failure(config_error(
-          fmt::format("Apnea lock directory is not owned by the current user: {}", component),
-          component));
+    if (auto refused = refused_area_directory(private_directory_problem(*st, uid), component))
+      return failure(*refused);
     // Apnea forces 0700 with a chmod every time; one that is already 0700 (no other bit,
     // setgid and sticky included) is left as it is, the same mode without an inode write.
     if (st->mode != 0700) {
@@ -331,23 +339,19 @@ namespace {
 /// entry_unremovable's checks; when `remove`, then the removal itself.
 std::optional<std::string> check_and_remove(System& system, const std::string& path,
                                             const FileStat& judged, bool remove) {
-  auto fd = system.open_directory(path);
-  if (!fd) {
-    if (is(fd.error(), std::errc::no_such_file_or_directory)) return "it is already gone";
-    if (is(fd.error(), std::errc::too_many_symbolic_link_levels)) return "it is a symlink now";
-    return fmt::format("cannot open it: {}", errno_text(fd.error()));
+  auto opened = system.open_directory(path);
+  if (!opened) {
+    if (is(opened.error(), std::errc::no_such_file_or_directory)) return "it is already gone";
+    if (is(opened.error(), std::errc::too_many_symbolic_link_levels)) return "it is a symlink now";
+    return fmt::format("cannot open it: {}", errno_text(opened.error()));
   }
-  struct Closer {
-    System& system;
-    int fd;
-    ~Closer() { system.close(fd); }
-  } closer{system, *fd};
-  auto self = system.fstat(*fd);
+  const Descriptor fd(system, *opened);
+  auto self = system.fstat(fd.get());
   if (!self) return fmt::format("cannot stat it: {}", errno_text(self.error()));
   if (!self->same_object(judged)) return "it was replaced since it was judged";
   bool has_owner = false;
   std::optional<std::string> other;  // the first name that is not owner.json: the listing stops
-  auto listed = system.list_directory_at(*fd, [&](const DirEntry& entry) {
+  auto listed = system.list_directory_at(fd.get(), [&](const DirEntry& entry) {
     if (entry.name != owner_file_name) other = entry.name;
     else has_owner = true;
     return !other;
@@ -357,7 +361,7 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
     return fmt::format("it holds more than {} (found '{}'): not removed recursively", owner_file_name,
                        *other);
   if (has_owner) {
-    auto owner = system.stat_at(*fd, std::string(owner_file_name));
+    auto owner = system.stat_at(fd.get(), std::string(owner_file_name));
     if (!owner) return fmt::format("cannot stat {}: {}", owner_file_name, errno_text(owner.error()));
     if (owner->type != FileType::regular)
       return fmt::format("its {} is a {}, not a file", owner_file_name, file_type_name(owner->type));
@@ -370,7 +374,7 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
                        owner_file_name);
   if (!remove) return std::nullopt;
   if (has_owner) {
-    if (auto unlinked = system.unlink_at(*fd, std::string(owner_file_name)); !unlinked)
+    if (auto unlinked = system.unlink_at(fd.get(), std::string(owner_file_name)); !unlinked)
       return fmt::format("cannot remove {}: {}", owner_file_name, errno_text(unlinked.error()));
   }
   if (auto removed = system.rmdir(path); !removed)

@@ -153,10 +153,13 @@ AreaCheck check_area(System& system, const std::string& lock_directory, std::uin
       return check;
     }
     check.stat = *st;
-    if (st->type == FileType::symlink) check.problem = AreaProblem::symlink;
-    else if (st->type != FileType::directory) check.problem = AreaProblem::not_directory;
-    else if (st->uid != uid) check.problem = AreaProblem::foreign_owner;
-    else if ((st->mode & 077) != 0) check.problem = AreaProblem::open_mode;
+    switch (private_directory_problem(*st, uid)) {
+      case PrivacyProblem::none: break;
+      case PrivacyProblem::symlink: check.problem = AreaProblem::symlink; break;
+      case PrivacyProblem::not_directory: check.problem = AreaProblem::not_directory; break;
+      case PrivacyProblem::foreign_owner: check.problem = AreaProblem::foreign_owner; break;
+      case PrivacyProblem::open_mode: check.problem = AreaProblem::open_mode; break;
+    }
     if (!check.safe()) return check;
   }
   check.path.clear();

@@ -562,48 +562,35 @@ OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, s
     return fail(reject(OwnerCheck::lock_unreadable, errno_text(lock_stat.error())));
   }
   read.lock_stat = *lock_stat;
-  if (lock_stat->type == FileType::symlink) return fail(reject(OwnerCheck::lock_symlink));
-  if (lock_stat->type != FileType::directory) {
-    auto rejection = reject(OwnerCheck::lock_not_directory);
-    rejection.type = lock_stat->type;
-    return fail(rejection);
-  }
-  if (lock_stat->uid != uid)
-    return fail(reject(OwnerCheck::lock_foreign_owner, fmt::format("uid {}", lock_stat->uid)));
-  if ((lock_stat->mode & 077) != 0) {
-    auto rejection = reject(OwnerCheck::lock_open_mode, fmt::format("mode {:04o}", lock_stat->mode));
-    rejection.mode = lock_stat->mode;
-    return fail(rejection);
+  switch (private_directory_problem(*lock_stat, uid)) {
+    case PrivacyProblem::none: break;
+    case PrivacyProblem::symlink: return fail(reject(OwnerCheck::lock_symlink));
+    case PrivacyProblem::not_directory: {
+      auto rejection = reject(OwnerCheck::lock_not_directory);
+      rejection.type = lock_stat->type;
+      return fail(rejection);
+    }
+    case PrivacyProblem::foreign_owner:
+      return fail(reject(OwnerCheck::lock_foreign_owner, fmt::format("uid {}", lock_stat->uid)));
+    case PrivacyProblem::open_mode: {
+      auto rejection = reject(OwnerCheck::lock_open_mode, fmt::format("mode {:04o}", lock_stat->mode));
+      rejection.mode = lock_stat->mode;
+      return fail(rejection);
+    }
   }
 
-  // `<lock>/owner.json`, on the stack for the names a lock area holds.
-  char small[320];
-  std::string large;
-  std::string_view owner_path;
-  if (const std::size_t size = lock.size() + 1 + owner_file_name.size(); size <= sizeof small) {
-    if (!lock.empty()) std::memcpy(small, lock.data(), lock.size());
-    small[lock.size()] = '/';
-    std::memcpy(small + lock.size() + 1, owner_file_name.data(), owner_file_name.size());
-    owner_path = std::string_view(small, size);
-  } else {
-    large.append(lock).append("/").append(owner_file_name);
-    owner_path = large;
-  }
-  auto fd = system.open_read_in(dir, owner_path);
-  if (!fd) {
-    if (fd.error() == std::errc::no_such_file_or_directory)
+  const std::string owner_path = std::string(lock) + "/" + std::string(owner_file_name);
+  auto opened = system.open_read_in(dir, owner_path);
+  if (!opened) {
+    if (opened.error() == std::errc::no_such_file_or_directory)
       return fail(reject(OwnerCheck::owner_missing));
-    if (fd.error() == std::errc::too_many_symbolic_link_levels)
+    if (opened.error() == std::errc::too_many_symbolic_link_levels)
       return fail(reject(OwnerCheck::owner_symlink));
-    return fail(reject(OwnerCheck::owner_unreadable, errno_text(fd.error())));
+    return fail(reject(OwnerCheck::owner_unreadable, errno_text(opened.error())));
   }
-  struct Closer {
-    System& system;
-    int fd;
-    ~Closer() { system.close(fd); }
-  } closer{system, *fd};
+  const Descriptor fd(system, *opened);
 
-  auto owner_stat = system.fstat(*fd);
+  auto owner_stat = system.fstat(fd.get());
   if (!owner_stat) return fail(reject(OwnerCheck::owner_unreadable, errno_text(owner_stat.error())));
   read.owner_stat = *owner_stat;
   if (owner_stat->type != FileType::regular) {
@@ -626,21 +613,13 @@ OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, s
     return fail(stat_rejection.value_or(
         reject(OwnerCheck::owner_too_large, fmt::format("{} bytes", owner_stat->size))));
 
-  std::string bytes(static_cast<std::size_t>(owner_stat->size), '\0');
-  std::size_t offset = 0;
-  while (offset < bytes.size()) {
-    auto n = system.pread(*fd, std::span<char>(bytes.data() + offset, bytes.size() - offset),
-                          static_cast<std::int64_t>(offset));
-    if (!n) return fail(reject(OwnerCheck::owner_unreadable, errno_text(n.error())));
-    if (*n == 0) {
-      bytes.resize(offset);
-      read.bytes = std::move(bytes);
-      return fail(stat_rejection.value_or(reject(
-          OwnerCheck::owner_short_read, fmt::format("{} of {} bytes", offset, owner_stat->size))));
-    }
-    offset += *n;
-  }
-  read.bytes = std::move(bytes);
+  auto bytes = read_at_most(system, fd.get(), static_cast<std::size_t>(owner_stat->size));
+  if (!bytes) return fail(reject(OwnerCheck::owner_unreadable, errno_text(bytes.error())));
+  const std::size_t got = bytes->size();
+  read.bytes = std::move(*bytes);
+  if (got < static_cast<std::size_t>(owner_stat->size))
+    return fail(stat_rejection.value_or(reject(
+        OwnerCheck::owner_short_read, fmt::format("{} of {} bytes", got, owner_stat->size))));
   if (stat_rejection) return fail(*stat_rejection);
   read.owner = decode_owner(*read.bytes);
   return read;

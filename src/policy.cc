@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <optional>
 
 #include "detail/policy.h"
@@ -37,22 +36,6 @@ constexpr std::string_view trust_visibility = "no process hidden from apnea-lock
 constexpr std::string_view trust_malformed = "a malformed owner record names its writer's pids";
 constexpr std::string_view trust_ownerless = "an ownerless entry older than --guard-age is abandoned";
 
-/// The parts joined: the hot texts of the policy (one a surveyed entry), made without a
-/// format string to parse.
-template <class... Parts>
-std::string concat(const Parts&... parts) {
-  std::string out;
-  out.reserve((std::string_view(parts).size() + ...));
-  (out.append(std::string_view(parts)), ...);
-  return out;
-}
-
-/// `value` in decimal.
-std::string decimal(std::int64_t value) {
-  char digits[24];
-  return std::string(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
-}
-
 Decision keep(std::string why) { return Decision{PlanAction::keep, RemovalKind::none, std::move(why), {}, {}}; }
 
 Decision refuse(std::string why, std::string next_step) {
@@ -63,43 +46,42 @@ Decision remove(RemovalKind kind, std::string why, std::vector<std::string> trus
   return Decision{PlanAction::remove, kind, std::move(why), {}, std::move(trusts)};
 }
 
-std::string seconds_text(std::int64_t ns) { return decimal(ns / 1'000'000'000) + 's'; }
+std::string seconds_text(std::int64_t ns) { return fmt::format("{}s", ns / 1'000'000'000); }
 
 /// "pid 42 (node apnea, uid 1000, started ...)" for a carrier that may be the writer.
 std::string carrier_text(const ProcessInfo& info) {
-  std::string text = "pid " + decimal(info.pid);
-  if (info.nspid.size() > 1) {
-    text += " (NSpid";
-    for (std::int64_t n : info.nspid) text.append(" ").append(decimal(n));
-    text += ")";
-  }
-  if (info.uids_known) text.append(" uid ").append(decimal(info.uids[0]));
-  if (!info.command.empty()) text.append(" '").append(info.command).append("'");
+  std::string text = fmt::format("pid {}", info.pid);
+  if (info.nspid.size() > 1) text += fmt::format(" (NSpid {})", fmt::join(info.nspid, " "));
+  if (info.uids_known) text += fmt::format(" uid {}", info.uids[0]);
+  if (!info.command.empty()) text += fmt::format(" '{}'", info.command);
   return text;
 }
 
 /// What blocks an entry whose named pids are not all proven dead.
 std::string alive_blocker(const Verdict& verdict) {
-  if (verdict.death.blocker) return concat(carrier_text(*verdict.death.blocker), " may be its writer and is alive");
-  return concat("its owner pid ", verdict.blocking_pid, " is not proven dead (", verdict.reason, ")");
+  if (verdict.death.blocker)
+    return fmt::format("{} may be its writer and is alive", carrier_text(*verdict.death.blocker));
+  return fmt::format("its owner pid {} is not proven dead ({})", verdict.blocking_pid, verdict.reason);
 }
 
 std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
   if (verdict.death.blocker) {
-    const std::string pid = decimal(verdict.death.blocker->pid);
-    return concat("if pid ", pid, " is a stuck Apnea, stop it (kill ", pid,
-                  "), then run reclaim again; otherwise the lock is in use");
+    return fmt::format("if pid {0} is a stuck Apnea, stop it (kill {0}), then run reclaim again; "
+                       "otherwise the lock is in use",
+                       verdict.death.blocker->pid);
   }
-  return concat("make sure no process with pid ", verdict.blocking_pid, " writes ", facts.path,
-                ", then run reclaim again");
+  return fmt::format("make sure no process with pid {} writes {}, then run reclaim again",
+                     verdict.blocking_pid, facts.path);
 }
 
 /// For a record Apnea rejects only for its mode (`owner-mode-NNNN`, `lock-mode-NNNN`) while
 /// the pid it names is alive: the live owner is most likely the Apnea that wrote it, and
 /// giving back the mode Apnea writes repairs it without removing anything. Nothing otherwise.
 std::optional<std::string> mode_repair_step(const Verdict& verdict, const EntryFacts& facts) {
-  const bool owner_mode = verdict.failed_check.starts_with("owner-mode-");
-  const bool lock_mode = verdict.failed_check.starts_with("lock-mode-");
+  std::optional<OwnerCheck> failed;
+  if (facts.owner && !facts.owner->owner) failed = facts.owner->owner.error().check;
+  const bool owner_mode = failed == OwnerCheck::owner_open_mode;
+  const bool lock_mode = failed == OwnerCheck::lock_open_mode;
   if (!owner_mode && !lock_mode) return std::nullopt;
   const std::string pid = verdict.death.blocker ? fmt::format("{}", verdict.death.blocker->pid)
                                                 : verdict.blocking_pid;
@@ -152,11 +134,11 @@ Decision proven_dead(const Verdict& verdict, const RemovalFlags& flags, RemovalK
                      bool force_only) {
   const std::string_view proof = proof_name(verdict.proof);
   if (verdict.proof_class == ProofClass::certain && !force_only)
-    return remove(kind, concat(proof, " (certain)"));
+    return remove(kind, fmt::format("{} (certain)", proof));
   if (flags.force) {
     auto trusts = trusts_of(verdict);
     if (force_only) trusts.emplace_back(trust_malformed);
-    return remove(kind, concat(proof, " (", proof_class_name(verdict.proof_class), ")"),
+    return remove(kind, fmt::format("{} ({})", proof, proof_class_name(verdict.proof_class)),
                   std::move(trusts));
   }
   std::string why = force_only

@@ -81,26 +81,20 @@ class GuardHold {
 /// reclamation (docs/model/). The kernel drops the flock when reclaim dies.
 class AreaRemovalLock {
  public:
-  AreaRemovalLock(System& system, const std::string& directory) : system_(system) {
-    auto fd = system_.open_directory(directory);
+  AreaRemovalLock(System& system, const std::string& directory) {
+    auto fd = system.open_directory(directory);
     if (!fd) {
       error_ = fd.error();
       return;
     }
-    fd_ = *fd;
-    if (auto locked = system_.lock_exclusive(fd_); !locked) error_ = locked.error();
+    fd_ = Descriptor(system, *fd);
+    if (auto locked = system.lock_exclusive(fd_.get()); !locked) error_ = locked.error();
   }
-  ~AreaRemovalLock() {
-    if (fd_ >= 0) system_.close(fd_);
-  }
-  AreaRemovalLock(const AreaRemovalLock&) = delete;
-  AreaRemovalLock& operator=(const AreaRemovalLock&) = delete;
-  bool held() const { return fd_ >= 0 && !error_; }
+  bool held() const { return fd_ && !error_; }
   const std::error_code& error() const { return error_; }
 
  private:
-  System& system_;
-  int fd_ = -1;
+  Descriptor fd_;
   std::error_code error_;
 };
 

@@ -133,32 +133,15 @@ void name_pids(System& system, const DirRef& dir, EntryFacts& facts, const Owner
     std::string relative = facts.name;
     relative += '/';
     relative += owner_file_name;
-    auto fd = system.open_read_in(dir, relative);
-    if (fd) {
-      auto st = system.fstat(*fd);
+    if (auto opened = system.open_read_in(dir, relative)) {
+      const Descriptor fd(system, *opened);
+      auto st = system.fstat(fd.get());
       if (st && st->type == FileType::regular && st->size <= record_scan_limit) {
-        std::string data(static_cast<std::size_t>(st->size), '\0');
-        std::size_t offset = 0;
-        bool failed = false;
-        while (offset < data.size()) {
-          auto n = system.pread(*fd, std::span<char>(data.data() + offset, data.size() - offset),
-                                static_cast<std::int64_t>(offset));
-          if (!n) {
-            failed = true;
-            break;
-          }
-          if (*n == 0) break;
-          offset += *n;
-        }
-        data.resize(offset);
-        if (!failed) {
-          bytes = std::move(data);
+        if (auto data = read_at_most(system, fd.get(), static_cast<std::size_t>(st->size))) {
+          bytes = std::move(*data);
           if (facts.written_ns == 0) facts.written_ns = st->mtime_ns;
         }
-      } else if (st && st->type == FileType::regular && st->size == 0) {
-        bytes = std::string();
       }
-      system.close(*fd);
     }
     if (!bytes) {
       facts.pids_unknown = true;
@@ -216,8 +199,7 @@ EntryFacts gather(System& system, const DirRef& dir, std::string_view name, Entr
     const std::optional<FileStat>& first = facts.owner->lock_stat;
     const std::optional<FileStat> again =
         first ? system.lstat_in(dir, name).value_or(FileStat{}) : std::optional<FileStat>();
-    if (first && again && again->type == first->type && again->same_object(*first) &&
-        again->ctime_ns == first->ctime_ns && again->mtime_ns == first->mtime_ns) {
+    if (first && again && again->unchanged_since(*first)) {
       facts.confirmed_after_probe = true;
     } else {
       EntryFacts fresh;
@@ -277,22 +259,16 @@ OwnerFileDetails gather_owner_file(System& system, const std::string& entry) {
   }
   details.lstat = *st;
   if (st->type != FileType::regular) return details;
-  auto fd = system.open_read(path);
-  if (!fd) return details;
-  std::string bytes(static_cast<std::size_t>(owner_size_limit), '\0');
-  std::size_t offset = 0;
-  while (offset < bytes.size()) {
-    auto n = system.pread(*fd, std::span<char>(bytes.data() + offset, bytes.size() - offset),
-                          static_cast<std::int64_t>(offset));
-    if (!n || *n == 0) break;
-    offset += *n;
-  }
-  std::array<char, 1> more{};
-  auto extra = system.pread(*fd, std::span<char>(more), static_cast<std::int64_t>(offset));
-  details.raw_truncated = extra && *extra > 0;
-  system.close(*fd);
-  bytes.resize(offset);
-  details.raw = std::move(bytes);
+  auto opened = system.open_read(path);
+  if (!opened) return details;
+  const Descriptor fd(system, *opened);
+  // One byte past the limit tells whether the file holds more than is shown.
+  const auto limit = static_cast<std::size_t>(owner_size_limit);
+  auto bytes = read_at_most(system, fd.get(), limit + 1);
+  if (!bytes) return details;
+  details.raw_truncated = bytes->size() > limit;
+  if (details.raw_truncated) bytes->resize(limit);
+  details.raw = std::move(*bytes);
   return details;
 }
 

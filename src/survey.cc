@@ -110,8 +110,7 @@ constexpr std::size_t batch_size = 512;
 bool unchanged_since(System& system, const DirRef& dir, const EntryFacts& facts) {
   if (!facts.stat) return true;  // nothing read: nothing to re-confirm
   auto now = system.lstat_in(dir, facts.name);
-  return now && now->same_object(*facts.stat) && now->ctime_ns == facts.stat->ctime_ns &&
-         now->mtime_ns == facts.stat->mtime_ns;
+  return now && now->unchanged_since(*facts.stat);
 }
 
 /// One listing of an area: every name, in listing order, and the locks that have a reclaim
@@ -199,15 +198,6 @@ class Survey {
   const LabelIndex& labels_;
 };
 
-/// A descriptor closed when it goes out of scope.
-struct ClosedAtEnd {
-  System& system;
-  int fd;
-  ~ClosedAtEnd() {
-    if (fd >= 0) system.close(fd);
-  }
-};
-
 }  // namespace
 
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
@@ -217,9 +207,9 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   // Every per-entry call is relative to the directory, opened once (not following a
   // symlink), and the listing reads that same descriptor; by path only when it cannot be
   // opened.
-  DirRef dir{-1, directory};
-  if (auto fd = system.open_directory(directory)) dir.fd = *fd;
-  const ClosedAtEnd close_dir{system, dir.fd};
+  Descriptor opened;
+  if (auto fd = system.open_directory(directory)) opened = Descriptor(system, *fd);
+  const DirRef dir{opened.get(), directory};
 
   Listing listing;
   const auto add = [&](const DirEntry& entry) {

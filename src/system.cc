@@ -163,30 +163,6 @@ std::optional<std::string_view> status_field(std::string_view status, std::strin
   return value;
 }
 
-/// `text` as a NUL-terminated string for a system call: in a buffer on the stack when it
-/// fits (names in a lock area do), else on the heap. (A NUL inside ends it, as c_str does.)
-class CName {
- public:
-  explicit CName(std::string_view text) {
-    if (text.size() < sizeof small_) {
-      if (!text.empty()) std::memcpy(small_, text.data(), text.size());
-      small_[text.size()] = '\0';
-      ptr_ = small_;
-    } else {
-      large_.assign(text);
-      ptr_ = large_.c_str();
-    }
-  }
-  CName(const CName&) = delete;
-  CName& operator=(const CName&) = delete;
-  const char* c_str() const { return ptr_; }
-
- private:
-  char small_[256];
-  std::string large_;
-  const char* ptr_;
-};
-
 /// Calls `visit` with the pid of every process in /proc; false when /proc cannot be listed.
 bool for_each_process(const std::function<void(std::int64_t)>& visit) {
   DIR* dir = ::opendir("/proc");
@@ -423,7 +399,7 @@ class RealSystem final : public System {
 
   SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) override {
     if (dir.fd < 0) return lstat(dir.join(name));
-    const CName relative(name);
+    const std::string relative(name);
     struct stat st {};
     if (::fstatat(dir.fd, relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail_errno();
     return from_stat(st);
@@ -431,7 +407,7 @@ class RealSystem final : public System {
 
   SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) override {
     if (dir.fd < 0) return open_read(dir.join(relative));
-    const CName name(relative);
+    const std::string name(relative);
     struct open_how how {};
     how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
@@ -821,6 +797,20 @@ std::string_view file_type_name(FileType type) {
     case FileType::unknown: break;
   }
   return "unknown";
+}
+
+SysResult<std::string> read_at_most(System& system, int fd, std::size_t limit) {
+  std::string bytes(limit, '\0');
+  std::size_t offset = 0;
+  while (offset < limit) {
+    auto n = system.pread(fd, std::span<char>(bytes.data() + offset, limit - offset),
+                          static_cast<std::int64_t>(offset));
+    if (!n) return std::unexpected(n.error());
+    if (*n == 0) break;
+    offset += *n;
+  }
+  bytes.resize(offset);
+  return bytes;
 }
 
 std::string errno_text(const std::error_code& error) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace apnea_locks {
@@ -41,6 +42,12 @@ struct FileStat {
 
   /// True when both name the same filesystem object.
   bool same_object(const FileStat& other) const { return dev == other.dev && ino == other.ino; }
+  /// True when both name the same object of the same type, unchanged in between: the same
+  /// mtime and ctime (a rename, a chmod or a write inside sets one of them).
+  bool unchanged_since(const FileStat& other) const {
+    return same_object(other) && type == other.type && mtime_ns == other.mtime_ns &&
+           ctime_ns == other.ctime_ns;
+  }
 };
 
 /// One directory entry as getdents returns it.
@@ -239,6 +246,45 @@ class System {
   /// then uid (setgroups, setgid, setuid). Fails unless privileged.
   virtual SysResult<void> become(const Account& account) = 0;
 };
+
+/// A descriptor opened through a System, closed through it when this goes out of scope.
+class Descriptor {
+ public:
+  Descriptor() = default;
+  /// Takes `fd` (a descriptor `system` opened), to close through `system`.
+  Descriptor(System& system, int fd) : system_(&system), fd_(fd) {}
+  Descriptor(Descriptor&& other) noexcept
+      : system_(other.system_), fd_(std::exchange(other.fd_, -1)) {}
+  Descriptor& operator=(Descriptor&& other) noexcept {
+    if (this != &other) {
+      reset();
+      system_ = other.system_;
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  ~Descriptor() { reset(); }
+
+  /// The descriptor, or -1 when none is held.
+  int get() const { return fd_; }
+  /// True when a descriptor is held.
+  explicit operator bool() const { return fd_ >= 0; }
+  /// Closes the descriptor held, if any.
+  void reset() {
+    if (fd_ >= 0) system_->close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  System* system_ = nullptr;
+  int fd_ = -1;
+};
+
+/// The first `limit` bytes of the file open as `fd` (fewer when it ends before), read with
+/// System::pread from offset 0; the error of the first read that fails.
+SysResult<std::string> read_at_most(System& system, int fd, std::size_t limit);
 
 /// The process-wide System that talks to the kernel.
 System& real_system();
