@@ -1,5 +1,7 @@
 // A System for tests: real files in a temp folder, plus a hook before every call (to stage a
-// race or a crash at an exact step), a staged process table and a staged clock.
+// race or a crash at an exact step), a staged process table and a staged clock. Every call of
+// System is overridden here and, unless staged, forwarded to the same call of the real one,
+// so staged races run on the calls users run (the descriptor-relative ones included).
 #pragma once
 
 #include <sys/sysmacros.h>
@@ -31,7 +33,8 @@ class StagedSystem : public System {
   explicit StagedSystem(System& real = real_system()) : real_(real) {}
 
   /// Runs before each call with the call's name and its path (or pid as text). Stage races
-  /// here: publish, rename or remove entries through `real()`.
+  /// here: publish, rename or remove entries through `real()`. lstat_in and open_read_in run
+  /// it as "lstat" and "open" of the joined path `dir.join(name)`.
   std::function<void(std::string_view op, const std::string& path)> before;
   /// After this many calls have run, the process "crashes": every later call fails with
   /// ENOTRECOVERABLE and changes nothing, as if the process had died there.
@@ -156,6 +159,18 @@ class StagedSystem : public System {
   SysResult<void> unlink_at(int fd, const std::string& name) override {
     if (!step("unlink_at", name)) return dead();
     return real_.unlink_at(fd, name);
+  }
+  /// Staged as lstat of `dir.join(name)` (the same op and path a race is staged on), then
+  /// run as the real lstat_in: relative to the descriptor, as users run it.
+  SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) override {
+    if (!step("lstat", dir.join(name))) return dead();
+    return real_.lstat_in(dir, name);
+  }
+  /// Staged as open_read of `dir.join(relative)` ("open"), then run as the real
+  /// open_read_in (beneath the descriptor, no symlink in any component).
+  SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) override {
+    if (!step("open", dir.join(relative))) return dead();
+    return real_.open_read_in(dir, relative);
   }
   SysResult<void> lock_exclusive(int fd) override {
     if (!step("lock_exclusive", std::to_string(fd))) return dead();

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -338,18 +339,8 @@ TEST_CASE("the survey lists the directory it opened, not whatever the path names
   // The per-entry calls are relative to the area's descriptor; the listing reads that same
   // descriptor, so an area moved away and replaced between the open and the listing is
   // still listed and judged as one directory (and no second descriptor is opened for it).
-  // StagedSystem's `*_in` calls go by path (the seam's default); this one's go by the
-  // descriptor, as the real system's do.
-  struct DescriptorSystem : StagedSystem {
-    SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) override {
-      return real().lstat_in(dir, name);
-    }
-    SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) override {
-      return real().open_read_in(dir, relative);
-    }
-  };
   TempDir temp;
-  DescriptorSystem system;
+  StagedSystem system;
   const std::string dir = temp / "locks";
   make_dir(dir);
   const std::string kept = fake_lock_name("kept"), other = fake_lock_name("other");
@@ -368,4 +359,39 @@ TEST_CASE("the survey lists the directory it opened, not whatever the path names
   REQUIRE(seen.size() == 1);
   CHECK(seen[0].name == kept);
   CHECK(seen[0].token == "k");
+}
+
+TEST_CASE("a survey's per-entry lstat and owner read are staged, and run on its descriptor") {
+  // StagedSystem stages lstat_in and open_read_in as "lstat" and "open" of the joined path,
+  // then runs the real ones, relative to the descriptor the survey opened. So a race staged
+  // on an entry's lstat (after the listing) fires, and what it does to the path is not what
+  // the survey reads: the area moved away and replaced there is still the one judged.
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  const std::string name = fake_lock_name("entry");
+  make_entry(dir, name, owner_json(staged_dead, "listed"));
+  StagedProcess& live = system.processes[staged_live];
+  live.info = ProcessInfo{'S', staged_live, ::getuid(), 0, "apnea"};
+  live.info->pid = staged_live;
+  live.info->threads = 1;
+  bool swapped = false;
+  system.before = [&](std::string_view op, const std::string& path) {
+    if (op != "lstat" || path != dir + "/" + name || std::exchange(swapped, true)) return;
+    REQUIRE(system.count("list_directory_at") == 1);  // after the listing
+    REQUIRE(::rename(dir.c_str(), (temp / "moved").c_str()) == 0);
+    make_dir(dir);
+    make_entry(dir, name, owner_json(staged_live, "swapped"));
+  };
+  const auto seen = survey(system, dir);
+  REQUIRE(swapped);
+  const std::vector<std::string>& calls = system.calls;
+  CHECK(std::find(calls.begin(), calls.end(), "lstat " + dir + "/" + name) != calls.end());
+  CHECK(std::find(calls.begin(), calls.end(), "open " + dir + "/" + name + "/owner.json") !=
+        calls.end());
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].name == name);
+  CHECK(seen[0].token == "listed");  // by path: "swapped", and live
+  CHECK(seen[0].state == "stale");
 }

@@ -158,18 +158,16 @@ class System {
   virtual SysResult<FileStat> stat_at(int fd, const std::string& name) = 0;
   /// unlinkat(2) of the file `name` in the directory `fd` (never a directory).
   virtual SysResult<void> unlink_at(int fd, const std::string& name) = 0;
-  /// lstat of `name` inside `dir`: fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW). The default
-  /// is lstat(dir.join(name)), so a wrapper that stages path calls sees this one too.
-  virtual SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) {
-    return lstat(dir.join(name));
-  }
+  /// lstat of `name` inside `dir`: fstatat(dir.fd, name, AT_SYMLINK_NOFOLLOW), or
+  /// lstat(dir.join(name)) when `dir` has no descriptor. No default: a wrapper forwards it
+  /// as it is, so what it stages runs on the descriptor-relative call users run.
+  virtual SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) = 0;
   /// open_read of `relative` inside `dir`. The kernel's version resolves it beneath the
   /// descriptor with no symlink in any component (openat2 RESOLVE_BENEATH |
   /// RESOLVE_NO_SYMLINKS: ELOOP, or EXDEV for `..`), where open_read refuses only a final
-  /// symlink. The default is open_read(dir.join(relative)).
-  virtual SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) {
-    return open_read(dir.join(relative));
-  }
+  /// symlink; open_read(dir.join(relative)) when `dir` has no descriptor. No default, as
+  /// for lstat_in.
+  virtual SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) = 0;
   /// flock(2) of `fd` with LOCK_EX|LOCK_NB: fails with EWOULDBLOCK while another open file
   /// description holds it. close() drops it, and so does the kernel when the process ends.
   virtual SysResult<void> lock_exclusive(int fd) = 0;
@@ -228,8 +226,8 @@ class System {
   /// isatty(3) of a descriptor of this process (0, 1, 2).
   virtual bool is_terminal(int fd) = 0;
   /// The width in columns of the terminal on descriptor `fd` (ioctl TIOCGWINSZ); nothing
-  /// when it is not a terminal or reports no width (0). The default knows no terminal.
-  virtual std::optional<int> terminal_columns([[maybe_unused]] int fd) { return std::nullopt; }
+  /// when it is not a terminal or reports no width (0).
+  virtual std::optional<int> terminal_columns(int fd) = 0;
 
   // The system log.
   /// One audit line (audit.h) to syslog(3): ident "apnea-locks" with the pid, facility
