@@ -164,6 +164,55 @@ LockError malformed_error(const LockTarget& target) {
 }
 
 /// One call of Apnea's acquireLock: up to three attempts.
+/// One attempt to publish `owner` as the lock (PROTOCOL.md section 4, step 2): true when
+/// published, false when contended; the candidate is removed unless it became the lock.
+LockResult<bool> publish(System& system, const LockTarget& target, const Owner& owner) {
+  const std::string& lock = target.lock_path;
+  const std::string candidate = candidate_path(lock, owner.token);
+  bool contended = false;
+  std::optional<LockError> error;
+  if (auto written = write_candidate(system, candidate, owner); !written) {
+    error = wrapped(written.error(), "mkdir", candidate, target.resource);
+  } else if (auto existing = system.lstat(lock); existing) {
+    contended = true;
+  } else if (!is(existing.error(), std::errc::no_such_file_or_directory)) {
+    error = wrapped(existing.error(), "lstat", lock, target.resource);
+  } else if (auto renamed = system.rename(candidate, lock); !renamed) {
+    const auto& code = renamed.error();
+    if (is(code, std::errc::file_exists) || is(code, std::errc::directory_not_empty) ||
+        is(code, std::errc::operation_not_permitted))
+      contended = true;
+    else
+      error = wrapped(code, "rename", candidate, target.resource);
+  }
+  // Published: the candidate was renamed to the lock, so there is nothing left to clean
+  // up (its name holds our own fresh token: no one else makes it).
+  if (!error && !contended) return true;
+  // Otherwise the candidate is always removed, as Apnea removes it.
+  auto removed = system.remove_tree(candidate);
+  if (error) return failure(*error);
+  if (!removed) return failure(wrapped(removed.error(), "rm", candidate, target.resource));
+  return false;
+}
+
+/// The audit record of a takeover of `lock` (whose record was `read`) under Apnea's rule.
+void audit_takeover(System& system, const std::string& lock, const OwnerRead& read,
+                    const ReclaimOutcome& reclaimed, std::chrono::milliseconds grace) {
+  AuditEvent event;
+  event.action = "takeover";
+  event.role = "lock";
+  event.path = lock;
+  event.tombstone = reclaimed.tombstone;
+  event.kept = !reclaimed.removed || !reclaimed.changed.empty();
+  event.owner_bytes = read.bytes;
+  event.proof = fmt::format(
+      "Apnea's rule: owner pid {} is not live (kill: ESRCH) and the lock is older than the "
+      "{} s grace",
+      pid_text(read.owner->pid), grace.count() / 1000);
+  event.for_uid = read.lock_stat ? read.lock_stat->uid : system.uid();
+  audit(system, std::move(event));
+}
+
 LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
                                   const AcquireOptions& options) {
   const std::string& lock = target.lock_path;
@@ -175,30 +224,9 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
 
   for (int attempt = 0; attempt < 3; ++attempt) {
     Owner owner{static_cast<double>(system.pid()), random_uuid(system)};
-    const std::string candidate = candidate_path(lock, owner.token);
-    bool contended = false;
-    std::optional<LockError> error;
-    if (auto written = write_candidate(system, candidate, owner); !written) {
-      error = wrapped(written.error(), "mkdir", candidate, target.resource);
-    } else if (auto existing = system.lstat(lock); existing) {
-      contended = true;
-    } else if (!is(existing.error(), std::errc::no_such_file_or_directory)) {
-      error = wrapped(existing.error(), "lstat", lock, target.resource);
-    } else if (auto renamed = system.rename(candidate, lock); !renamed) {
-      const auto& code = renamed.error();
-      if (is(code, std::errc::file_exists) || is(code, std::errc::directory_not_empty) ||
-          is(code, std::errc::operation_not_permitted))
-        contended = true;
-      else
-        error = wrapped(code, "rename", candidate, target.resource);
-    }
-    // Published: the candidate was renamed to the lock, so there is nothing left to clean
-    // up (its name holds our own fresh token: no one else makes it).
-    if (!error && !contended) return HeldLock(system, lock, std::move(owner));
-    // Otherwise the candidate is always removed, as Apnea removes it.
-    auto removed = system.remove_tree(candidate);
-    if (error) return failure(*error);
-    if (!removed) return failure(wrapped(removed.error(), "rm", candidate, target.resource));
+    auto published = publish(system, target, owner);
+    if (!published) return failure(published.error());
+    if (*published) return HeldLock(system, lock, std::move(owner));
 
     auto now = system.lstat(lock);
     if (!now) {
@@ -229,21 +257,8 @@ LockResult<HeldLock> acquire_once(System& system, const LockTarget& target,
       auto reclaimed = reclaim_guarded(system, lock, target.resource, expect);
       if (!reclaimed) return failure(reclaimed.error());
       if (reclaimed->removed && options.on_reclaimed) options.on_reclaimed(existing, lock);
-      if (options.audit_takeover && !reclaimed->tombstone.empty()) {
-        AuditEvent event;
-        event.action = "takeover";
-        event.role = "lock";
-        event.path = lock;
-        event.tombstone = reclaimed->tombstone;
-        event.kept = !reclaimed->removed || !reclaimed->changed.empty();
-        event.owner_bytes = read.bytes;
-        event.proof = fmt::format(
-            "Apnea's rule: owner pid {} is not live (kill: ESRCH) and the lock is older than the "
-            "{} s grace",
-            pid_text(existing.pid), options.reclaim_grace->count() / 1000);
-        event.for_uid = read.lock_stat ? read.lock_stat->uid : uid;
-        audit(system, std::move(event));
-      }
+      if (options.audit_takeover && !reclaimed->tombstone.empty())
+        audit_takeover(system, lock, read, *reclaimed, *options.reclaim_grace);
       continue;
     }
     return failure(operation_locked(

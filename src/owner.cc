@@ -549,47 +549,54 @@ OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid)
   return read_owner(system, DirRef{}, lock, uid);
 }
 
-OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, std::uint32_t uid) {
-  OwnerRead read;
+namespace {
+
+/// Why the lock directory Apnea would read fails its checks (PROTOCOL.md section 3, 1);
+/// nothing when it passes.
+std::optional<OwnerRejection> lock_rejection(const FileStat& lock, std::uint32_t uid) {
+  OwnerRejection rejection;
+  switch (private_directory_problem(lock, uid)) {
+    case PrivacyProblem::none: return std::nullopt;
+    case PrivacyProblem::symlink: return reject(OwnerCheck::lock_symlink);
+    case PrivacyProblem::not_directory:
+      rejection = reject(OwnerCheck::lock_not_directory);
+      rejection.type = lock.type;
+      return rejection;
+    case PrivacyProblem::foreign_owner:
+      return reject(OwnerCheck::lock_foreign_owner, fmt::format("uid {}", lock.uid));
+    case PrivacyProblem::open_mode:
+      rejection = reject(OwnerCheck::lock_open_mode, fmt::format("mode {:04o}", lock.mode));
+      rejection.mode = lock.mode;
+      return rejection;
+  }
+  return std::nullopt;
+}
+
+/// Why owner.json's uid or mode fails Apnea's checks (PROTOCOL.md section 3, 2); nothing
+/// when they pass. Apnea checks them before the size, but the bytes of a regular,
+/// size-bounded file are read even when these fail, so a malformed lock's exact content is
+/// known (status shows it; a guarded reclamation re-validates it).
+std::optional<OwnerRejection> owner_stat_rejection(const FileStat& owner, std::uint32_t uid) {
+  if (owner.uid != uid) return reject(OwnerCheck::owner_foreign_owner, fmt::format("uid {}", owner.uid));
+  if ((owner.mode & 077) == 0) return std::nullopt;
+  OwnerRejection rejection = reject(OwnerCheck::owner_open_mode, fmt::format("mode {:04o}", owner.mode));
+  rejection.mode = owner.mode;
+  return rejection;
+}
+
+/// The rejection for an open of owner.json that failed with `error`.
+OwnerRejection open_rejection(const std::error_code& error) {
+  if (error == std::errc::no_such_file_or_directory) return reject(OwnerCheck::owner_missing);
+  if (error == std::errc::too_many_symbolic_link_levels) return reject(OwnerCheck::owner_symlink);
+  return reject(OwnerCheck::owner_unreadable, errno_text(error));
+}
+
+/// Reads the owner record open as `fd` (checked by fstat as Apnea checks it) into `read`.
+OwnerRead read_open_owner(System& system, const Descriptor& fd, std::uint32_t uid, OwnerRead read) {
   auto fail = [&](OwnerRejection rejection) {
     read.owner = std::unexpected(std::move(rejection));
-    return read;
+    return std::move(read);
   };
-  auto lock_stat = system.lstat_in(dir, lock);
-  if (!lock_stat) {
-    if (lock_stat.error() == std::errc::no_such_file_or_directory)
-      return fail(reject(OwnerCheck::lock_missing));
-    return fail(reject(OwnerCheck::lock_unreadable, errno_text(lock_stat.error())));
-  }
-  read.lock_stat = *lock_stat;
-  switch (private_directory_problem(*lock_stat, uid)) {
-    case PrivacyProblem::none: break;
-    case PrivacyProblem::symlink: return fail(reject(OwnerCheck::lock_symlink));
-    case PrivacyProblem::not_directory: {
-      auto rejection = reject(OwnerCheck::lock_not_directory);
-      rejection.type = lock_stat->type;
-      return fail(rejection);
-    }
-    case PrivacyProblem::foreign_owner:
-      return fail(reject(OwnerCheck::lock_foreign_owner, fmt::format("uid {}", lock_stat->uid)));
-    case PrivacyProblem::open_mode: {
-      auto rejection = reject(OwnerCheck::lock_open_mode, fmt::format("mode {:04o}", lock_stat->mode));
-      rejection.mode = lock_stat->mode;
-      return fail(rejection);
-    }
-  }
-
-  const std::string owner_path = std::string(lock) + "/" + std::string(owner_file_name);
-  auto opened = system.open_read_in(dir, owner_path);
-  if (!opened) {
-    if (opened.error() == std::errc::no_such_file_or_directory)
-      return fail(reject(OwnerCheck::owner_missing));
-    if (opened.error() == std::errc::too_many_symbolic_link_levels)
-      return fail(reject(OwnerCheck::owner_symlink));
-    return fail(reject(OwnerCheck::owner_unreadable, errno_text(opened.error())));
-  }
-  const Descriptor fd(system, *opened);
-
   auto owner_stat = system.fstat(fd.get());
   if (!owner_stat) return fail(reject(OwnerCheck::owner_unreadable, errno_text(owner_stat.error())));
   read.owner_stat = *owner_stat;
@@ -598,16 +605,7 @@ OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, s
     rejection.type = owner_stat->type;
     return fail(rejection);
   }
-  // Apnea's checks in its order; the bytes of a regular, size-bounded file are read even
-  // when its uid or mode fails, so a malformed lock's exact content is known (status shows
-  // it; a guarded reclamation re-validates it).
-  std::optional<OwnerRejection> stat_rejection;
-  if (owner_stat->uid != uid) {
-    stat_rejection = reject(OwnerCheck::owner_foreign_owner, fmt::format("uid {}", owner_stat->uid));
-  } else if ((owner_stat->mode & 077) != 0) {
-    stat_rejection = reject(OwnerCheck::owner_open_mode, fmt::format("mode {:04o}", owner_stat->mode));
-    stat_rejection->mode = owner_stat->mode;
-  }
+  const std::optional<OwnerRejection> stat_rejection = owner_stat_rejection(*owner_stat, uid);
   if (owner_stat->size <= 0) return fail(stat_rejection.value_or(reject(OwnerCheck::owner_empty)));
   if (owner_stat->size > owner_size_limit)
     return fail(stat_rejection.value_or(
@@ -623,6 +621,27 @@ OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, s
   if (stat_rejection) return fail(*stat_rejection);
   read.owner = decode_owner(*read.bytes);
   return read;
+}
+
+}  // namespace
+
+OwnerRead read_owner(System& system, const DirRef& dir, std::string_view lock, std::uint32_t uid) {
+  OwnerRead read;
+  auto fail = [&](OwnerRejection rejection) {
+    read.owner = std::unexpected(std::move(rejection));
+    return read;
+  };
+  auto lock_stat = system.lstat_in(dir, lock);
+  if (!lock_stat) {
+    if (lock_stat.error() == std::errc::no_such_file_or_directory)
+      return fail(reject(OwnerCheck::lock_missing));
+    return fail(reject(OwnerCheck::lock_unreadable, errno_text(lock_stat.error())));
+  }
+  read.lock_stat = *lock_stat;
+  if (auto rejected = lock_rejection(*lock_stat, uid)) return fail(*std::move(rejected));
+  auto opened = system.open_read_in(dir, std::string(lock) + "/" + std::string(owner_file_name));
+  if (!opened) return fail(open_rejection(opened.error()));
+  return read_open_owner(system, Descriptor(system, *opened), uid, std::move(read));
 }
 
 namespace {
