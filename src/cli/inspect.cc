@@ -162,10 +162,14 @@ void print_owner_file(const Inspection& in) {
   const OwnerRead& owner = *in.facts.owner;
   fmt::print("checks:\n");
   for (const AcceptanceCheck& check : acceptance_checks(owner))
-    if (check.detail.empty()) fmt::print("  {:<8} {}\n", check_outcome_name(check.outcome), check.name);
-    else fmt::print("  {:<8} {:<24} {}\n", check_outcome_name(check.outcome), check.name, printable(check.detail));
+    if (check.detail.empty())
+      fmt::print("  {:<8} {}\n", check_outcome_name(check.outcome), check.name);
+    else
+      fmt::print("  {:<8} {:<24} {}\n", check_outcome_name(check.outcome), check.name,
+                 printable(check.detail));
   if (owner.owner)
-    line("owner", fmt::format("pid {}, token {}", pid_text(owner.owner->pid), printable(owner.owner->token)));
+    line("owner", fmt::format("pid {}, token {}", pid_text(owner.owner->pid),
+                              printable(owner.owner->token)));
 }
 
 /// The owner process as probed, and what proves it dead.
@@ -334,7 +338,8 @@ std::expected<std::string, int> given_entry_path(System& system, const InspectOp
   auto read = read_lock_paths(system, {o.lock}, area, !o.area.lock_dir.empty(), false);
   if (!read) return fail(exit_usage, read.error());
   const LockPath& lock = read->front();
-  const std::string path = lock.directory.empty() ? entry_path(area.directory, lock.name) : lock.path;
+  const std::string path =
+      lock.directory.empty() ? entry_path(area.directory, lock.name) : lock.path;
   if (auto st = system.lstat(path); !st) {
     if (lock.entry.role == EntryRole::unknown || !system.lstat(area.directory))
       return fail(exit_bad_path, fmt::format("'{}': {}", o.lock, errno_text(st.error())));
@@ -352,8 +357,9 @@ std::expected<std::string, int> entry_to_inspect(System& system, const InspectOp
   auto lock = locate_lock(system, area.directory,
                           home ? LockKind::global_setup : LockKind::repository, target);
   if (!lock)
-    return fail(exit_bad_path, fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
-                                           target, errno_text(lock.error())));
+    return fail(exit_bad_path,
+                fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
+                            target, errno_text(lock.error())));
   return std::move(lock->path);
 }
 
@@ -377,7 +383,8 @@ void judge_entry(System& system, EntryJudge& judge, const LabelIndex& labels,
     if (entry.name == name || !entry.name.starts_with(prefix)) return true;
     EntryFacts other = judge.gather(entry.name);
     if (other.stat && other.parsed.lock_name() == prefix)
-      in.related.push_back(Related{entry.name, judge.judge(std::move(other), in.known_label()).verdict});
+      in.related.push_back(
+          Related{entry.name, judge.judge(std::move(other), in.known_label()).verdict});
     return true;
   });
 }
@@ -390,7 +397,8 @@ void hint_enclosing(System& system, EntryJudge& judge, Inspection& in) {
   const EntryLabel label{LockKind::repository, enclosing->root};
   const Judgement judged = judge.entry(enclosing->name, &label);
   const EntryView view{judged.facts, judged.verdict, &label, &judged.decision};
-  if (auto hint = enclosing_hint_text(*enclosing, *here, &view)) in.hints.push_back(std::move(*hint));
+  if (auto hint = enclosing_hint_text(*enclosing, *here, &view))
+    in.hints.push_back(std::move(*hint));
 }
 
 /// Everything inspect shows, or the exit status when it cannot go on (its error printed).

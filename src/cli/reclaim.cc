@@ -344,14 +344,18 @@ std::expected<void, int> parse_options(const std::vector<std::string>& args, Rec
 }
 
 /// The locks --repo and --home name, labelled; each PATH must resolve to a directory.
-std::expected<void, int> add_typed_locks(System& system, const ReclaimOptions& o, Request& request) {
-  for (const auto& [option, kind, paths] :
-       {std::tuple{"--repo", LockKind::repository, &o.repos}, {"--home", LockKind::global_setup, &o.homes}}) {
+std::expected<void, int> add_typed_locks(System& system, const ReclaimOptions& o,
+                                         Request& request) {
+  for (const auto& [option, kind, paths] : {std::tuple{"--repo", LockKind::repository, &o.repos},
+                                            {"--home", LockKind::global_setup, &o.homes}}) {
     for (const std::string& path : *paths) {
-      if (auto typed = typed_directory(system, option, path); !typed) return fail(exit_bad_path, typed.error());
+      if (auto typed = typed_directory(system, option, path); !typed)
+        return fail(exit_bad_path, typed.error());
       auto name = kind == LockKind::repository ? request.labels.add_repository(system, path)
                                                : request.labels.add_home(system, path);
-      if (!name) return fail(exit_bad_path, fmt::format("{} {}: {}", option, path, errno_text(name.error())));
+      if (!name)
+        return fail(exit_bad_path,
+                    fmt::format("{} {}: {}", option, path, errno_text(name.error())));
       request.lock_names.insert(*name);
     }
   }
@@ -363,15 +367,19 @@ std::expected<void, int> add_typed_locks(System& system, const ReclaimOptions& o
 /// when given, must agree). No target is the current directory's repository lock.
 std::expected<Request, int> read_request(System& system, const ReclaimOptions& o, LockArea& area) {
   Request request;
-  if (auto typed = add_typed_locks(system, o, request); !typed) return std::unexpected(typed.error());
-  auto paths = read_lock_paths(system, o.paths, area, !o.area.lock_dir.empty() || !o.area.user.empty());
+  if (auto typed = add_typed_locks(system, o, request); !typed)
+    return std::unexpected(typed.error());
+  auto paths =
+      read_lock_paths(system, o.paths, area, !o.area.lock_dir.empty() || !o.area.user.empty());
   if (!paths) return fail(exit_usage, paths.error());
   for (const LockPath& path : *paths)
-    (path.entry.role == EntryRole::lock ? request.lock_names : request.entry_names).insert(path.name);
+    (path.entry.role == EntryRole::lock ? request.lock_names : request.entry_names)
+        .insert(path.name);
   request.looked_in = o.repos;
   if (!o.all && request.lock_names.empty() && request.entry_names.empty()) {
     auto name = request.labels.add_repository(system, ".");
-    if (!name) return fail(exit_usage, fmt::format("the current directory: {}", errno_text(name.error())));
+    if (!name)
+      return fail(exit_usage, fmt::format("the current directory: {}", errno_text(name.error())));
     request.lock_names.insert(*name);
     request.looked_in.emplace_back(".");
   }
@@ -393,8 +401,9 @@ std::expected<std::vector<Target>, int> survey_targets(System& system, const Rec
   auto consider = [&](const JudgedEntry& entry) {
     const EntryFacts& facts = entry.facts;
     const std::string lock = facts.parsed.lock_name();
-    const bool wanted = o.all ? facts.parsed.role != EntryRole::unknown
-                              : request.lock_names.count(lock) != 0 || request.entry_names.count(facts.name) != 0;
+    const bool wanted =
+        o.all ? facts.parsed.role != EntryRole::unknown
+              : request.lock_names.count(lock) != 0 || request.entry_names.count(facts.name) != 0;
     if (!wanted) return;
     // --all asks for what needs attention: a live owner or work in flight was not asked for.
     if (o.all && !entry.verdict.needs_attention && !acts(entry.decision)) return;
@@ -402,10 +411,11 @@ std::expected<std::vector<Target>, int> survey_targets(System& system, const Rec
                              entry.label ? std::optional(*entry.label) : std::nullopt, {}});
   };
   if (check.safe()) {
-    auto scanned = survey_area(system, area.directory, settings, request.labels, request.lock_names, consider);
+    auto scanned =
+        survey_area(system, area.directory, settings, request.labels, request.lock_names, consider);
     if (!scanned)
-      return fail(exit_unsafe, fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
-                                           errno_text(scanned.error())));
+      return fail(exit_unsafe, fmt::format("cannot list Apnea lock directory: {}: {}",
+                                           area.directory, errno_text(scanned.error())));
   } else {
     EntryJudge judge(system, area.directory, settings);
     for (const std::string& name : request.lock_names)
@@ -420,10 +430,12 @@ std::expected<std::vector<Target>, int> survey_targets(System& system, const Rec
 
 /// Whether to carry the removals out: never on a dry run or with nothing to remove; else
 /// with --yes, or when the terminal's answer is yes. The exit status when it must stop.
-std::expected<bool, int> removals_confirmed(System& system, const ReclaimOptions& o, std::size_t removals) {
+std::expected<bool, int> removals_confirmed(System& system, const ReclaimOptions& o,
+                                            std::size_t removals) {
   if (o.dry_run || removals == 0) return false;
   if (o.yes) return true;
-  if (!system.is_terminal(0)) return fail(exit_usage, "not a terminal: nothing removed; pass --yes to confirm");
+  if (!system.is_terminal(0))
+    return fail(exit_usage, "not a terminal: nothing removed; pass --yes to confirm");
   if (o.json) return fail(exit_usage, "--json needs --yes to remove anything");
   if (!confirmed(removals)) return fail(exit_attention, "not confirmed: nothing removed");
   return true;
@@ -459,7 +471,8 @@ Outcomes carry_out(System& system, const ReclaimOptions& o, RepairPolicy& policy
     if (outcome == RepairOutcome::refused || outcome == RepairOutcome::changed ||
         outcome == RepairOutcome::guard_held || outcome == RepairOutcome::failed)
       done.refused = true;
-    ++done.counts[o.dry_run && acts(t.decision) ? "would_remove" : std::string(outcome_name(t.result.outcome))];
+    ++done.counts[o.dry_run && acts(t.decision) ? "would_remove"
+                                                : std::string(outcome_name(t.result.outcome))];
   }
   return done;
 }
@@ -467,9 +480,9 @@ Outcomes carry_out(System& system, const ReclaimOptions& o, RepairPolicy& policy
 /// Nothing where it looked (`found` false): a lock the operator is after is somewhere else.
 /// Where it probably is: the enclosing repository (Apnea locks the folder it runs in), the
 /// global setup lock; and a dead global setup lock whenever this run did not remove it.
-std::vector<ReclaimHint> find_hints(System& system, const LockArea& area, const SurveySettings& settings,
-                                    const Request& request, const std::vector<Target>& targets,
-                                    bool found) {
+std::vector<ReclaimHint> find_hints(System& system, const LockArea& area,
+                                    const SurveySettings& settings, const Request& request,
+                                    const std::vector<Target>& targets, bool found) {
   std::vector<ReclaimHint> hints;
   std::set<std::string> hinted;
   if (!found)
@@ -478,14 +491,15 @@ std::vector<ReclaimHint> find_hints(System& system, const LockArea& area, const 
       if (!enclosing || request.lock_names.count(enclosing->name) != 0 ||
           !hinted.insert(enclosing->name).second)
         continue;
-      hints.push_back(ReclaimHint{"enclosing-repository", lock_hint(system, area.directory, *enclosing, settings)});
+      hints.push_back(ReclaimHint{"enclosing-repository",
+                                  lock_hint(system, area.directory, *enclosing, settings)});
     }
   auto global = area.home.empty() ? SysResult<LocatedLock>(std::unexpected(std::error_code()))
                                   : global_setup_lock(system, area.directory, area.home);
-  const bool removed_now = global && std::any_of(targets.begin(), targets.end(), [&](const Target& t) {
-                             return t.facts.name == global->name &&
-                                    t.result.outcome == RepairOutcome::removed;
-                           });
+  const bool removed_now =
+      global && std::any_of(targets.begin(), targets.end(), [&](const Target& t) {
+        return t.facts.name == global->name && t.result.outcome == RepairOutcome::removed;
+      });
   if (global && !removed_now) {
     LockHint hint = lock_hint(system, area.directory, *global, settings);
     if (hint.needs_attention || (!found && hint.present))
@@ -497,10 +511,12 @@ std::vector<ReclaimHint> find_hints(System& system, const LockArea& area, const 
 /// The text after the targets: an empty --all, the entries asked for that are not there,
 /// and the hints with the commands that act on them.
 void print_closing(const ReclaimOptions& o, const std::string& lock_dir, const Request& request,
-                   const std::vector<Target>& targets, bool found, const std::vector<ReclaimHint>& hints) {
+                   const std::vector<Target>& targets, bool found,
+                   const std::vector<ReclaimHint>& hints) {
   if (targets.empty() && o.all) say("nothing to reclaim in {}", lock_dir);
   for (const std::string& name : request.entry_names)
-    if (std::none_of(targets.begin(), targets.end(), [&](const Target& t) { return t.facts.name == name; }))
+    if (std::none_of(targets.begin(), targets.end(),
+                     [&](const Target& t) { return t.facts.name == name; }))
       say("no entry {} in {}", name, lock_dir);
   bool located = false;
   for (const ReclaimHint& hint : hints) {
@@ -538,8 +554,8 @@ int reclaim_command(const std::vector<std::string>& args) {
   auto targets = survey_targets(system, o, area, check, *settings, *request);
   if (!targets) return targets.error();
 
-  const std::size_t removals = static_cast<std::size_t>(
-      std::count_if(targets->begin(), targets->end(), [](const Target& t) { return acts(t.decision); }));
+  const std::size_t removals = static_cast<std::size_t>(std::count_if(
+      targets->begin(), targets->end(), [](const Target& t) { return acts(t.decision); }));
   if (!o.json)
     for (const Target& t : *targets) print_plan_line(t, o.dry_run);
   auto proceed = removals_confirmed(system, o, removals);
@@ -555,7 +571,8 @@ int reclaim_command(const std::vector<std::string>& args) {
                        return t.facts.stat.has_value();
                      });
   const std::vector<ReclaimHint> hints =
-      check.safe() ? find_hints(system, area, *settings, *request, *targets, found) : std::vector<ReclaimHint>{};
+      check.safe() ? find_hints(system, area, *settings, *request, *targets, found)
+                   : std::vector<ReclaimHint>{};
   const bool global_blocks = std::any_of(hints.begin(), hints.end(), [](const ReclaimHint& h) {
     return h.kind == "global-setup" && h.lock.needs_attention;
   });
