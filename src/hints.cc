@@ -7,22 +7,6 @@ namespace apnea_locks {
 
 namespace {
 
-/// The lock of `canonical` (a realpath) as Apnea names it: the path from names.h, the same
-/// function `apnea-locks path` prints.
-SysResult<LocatedLock> located(System& system, LockKind kind, std::string canonical,
-                               const std::string& lock_directory) {
-  auto path = kind == LockKind::global_setup
-                  ? global_setup_lock_path(system, lock_directory, canonical)
-                  : repository_lock_path(system, lock_directory, canonical);
-  if (!path) return std::unexpected(path.error());
-  LocatedLock lock;
-  lock.kind = kind;
-  lock.name = lock_name(kind, lock_key(kind, canonical));
-  lock.path = std::move(*path);
-  lock.root = std::move(canonical);
-  return lock;
-}
-
 /// True when `folder` holds a `.apnea` directory or a `.git` (directory or worktree file).
 bool marks_repository(System& system, const std::string& folder) {
   const std::string base = folder == "/" ? std::string() : folder;
@@ -56,11 +40,8 @@ std::optional<LocatedLock> enclosing_repository(System& system, const std::strin
   if (!canonical || canonical->empty() || canonical->front() != '/') return std::nullopt;
   std::string folder = *canonical;
   while (true) {
-    if (marks_repository(system, folder)) {
-      auto lock = located(system, LockKind::repository, folder, lock_directory);
-      if (!lock) return std::nullopt;
-      return std::move(*lock);
-    }
+    if (marks_repository(system, folder))
+      return canonical_lock(lock_directory, LockKind::repository, std::move(folder));
     if (folder == "/") return std::nullopt;
     folder = node_dirname(folder);
   }
@@ -68,9 +49,7 @@ std::optional<LocatedLock> enclosing_repository(System& system, const std::strin
 
 SysResult<LocatedLock> global_setup_lock(System& system, const std::string& lock_directory,
                                          const std::string& home) {
-  auto canonical = system.realpath(home);
-  if (!canonical) return std::unexpected(canonical.error());
-  return located(system, LockKind::global_setup, std::move(*canonical), lock_directory);
+  return locate_lock(system, lock_directory, LockKind::global_setup, home);
 }
 
 std::optional<GlobalSetupHint> global_setup_hint(const LocatedLock& lock, const JudgedEntry& entry) {

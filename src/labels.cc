@@ -9,11 +9,10 @@ namespace apnea_locks {
 
 SysResult<std::string> LabelIndex::add(System& system, LockKind kind,
                                        const std::string& path) const {
-  auto canonical = system.realpath(path);
-  if (!canonical) return std::unexpected(canonical.error());
-  std::string name = lock_name(kind, lock_key(kind, *canonical));
-  by_name_.insert_or_assign(name, EntryLabel{kind, *canonical});
-  return name;
+  auto lock = locate_lock(system, {}, kind, path);  // only its name and root are wanted
+  if (!lock) return std::unexpected(lock.error());
+  by_name_.insert_or_assign(lock->name, EntryLabel{kind, std::move(lock->root)});
+  return std::move(lock->name);
 }
 
 SysResult<std::string> LabelIndex::add_repository(System& system, const std::string& root) {

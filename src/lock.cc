@@ -289,33 +289,21 @@ std::string_view reason_name(LockedReason reason) {
 
 LockResult<LockTarget> repository_target(System& system, const std::string& lock_directory,
                                          const std::string& root, AreaMode mode) {
-  auto canonical = system.realpath(root);
-  if (!canonical)
+  auto lock = locate_lock(system, lock_directory, LockKind::repository, root);
+  if (!lock)
     return failure(config_error(
-        fmt::format("cannot resolve repository {}: {}", root, errno_text(canonical.error())), root));
-  LockTarget target;
-  target.kind = LockKind::repository;
-  target.area_mode = mode;
-  target.resource = *canonical;
-  target.lock_path = node_join(
-      lock_directory, lock_name(LockKind::repository, lock_key(LockKind::repository, *canonical)));
-  return target;
+        fmt::format("cannot resolve repository {}: {}", root, errno_text(lock.error())), root));
+  return LockTarget{LockKind::repository, std::move(lock->path), lock->root, mode, lock->root};
 }
 
 LockResult<LockTarget> global_setup_target(System& system, const std::string& lock_directory,
                                            const std::string& home, AreaMode mode) {
-  auto canonical = system.realpath(home);
-  if (!canonical)
+  auto lock = locate_lock(system, lock_directory, LockKind::global_setup, home);
+  if (!lock)
     return failure(config_error(
-        fmt::format("cannot resolve home {}: {}", home, errno_text(canonical.error())), home));
-  LockTarget target;
-  target.kind = LockKind::global_setup;
-  target.area_mode = mode;
-  target.resource = "global setup at " + *canonical;
-  target.lock_path =
-      node_join(lock_directory,
-                lock_name(LockKind::global_setup, lock_key(LockKind::global_setup, *canonical)));
-  return target;
+        fmt::format("cannot resolve home {}: {}", home, errno_text(lock.error())), home));
+  return LockTarget{LockKind::global_setup, std::move(lock->path), "global setup at " + lock->root,
+                    mode, lock->root};
 }
 
 AcquireOptions apnea_options(LockKind kind) {

@@ -96,14 +96,23 @@ std::string lock_name(LockKind kind, std::string_view key) {
   return name;
 }
 
-namespace {
-SysResult<std::string> lock_path_for(System& system, const std::string& lock_directory,
-                                     LockKind kind, const std::string& path) {
-  auto canonical = system.realpath(path);
-  if (!canonical) return std::unexpected(canonical.error());
-  return node_join(lock_directory, lock_name(kind, lock_key(kind, *canonical)));
+LocatedLock canonical_lock(std::string_view lock_directory, LockKind kind, std::string canonical) {
+  LocatedLock lock;
+  lock.kind = kind;
+  lock.name = lock_name(kind, lock_key(kind, canonical));
+  lock.path = node_join(lock_directory, lock.name);
+  lock.root = std::move(canonical);
+  return lock;
 }
 
+SysResult<LocatedLock> locate_lock(System& system, const std::string& lock_directory,
+                                   LockKind kind, const std::string& root) {
+  auto canonical = system.realpath(root);
+  if (!canonical) return std::unexpected(canonical.error());
+  return canonical_lock(lock_directory, kind, std::move(*canonical));
+}
+
+namespace {
 bool is_key(std::string_view text) {
   if (text.size() != 64) return false;
   for (char c : text)
@@ -114,12 +123,16 @@ bool is_key(std::string_view text) {
 
 SysResult<std::string> repository_lock_path(System& system, const std::string& lock_directory,
                                             const std::string& root) {
-  return lock_path_for(system, lock_directory, LockKind::repository, root);
+  auto lock = locate_lock(system, lock_directory, LockKind::repository, root);
+  if (!lock) return std::unexpected(lock.error());
+  return std::move(lock->path);
 }
 
 SysResult<std::string> global_setup_lock_path(System& system, const std::string& lock_directory,
                                               const std::string& home) {
-  return lock_path_for(system, lock_directory, LockKind::global_setup, home);
+  auto lock = locate_lock(system, lock_directory, LockKind::global_setup, home);
+  if (!lock) return std::unexpected(lock.error());
+  return std::move(lock->path);
 }
 
 std::string EntryName::lock_name() const {

@@ -323,3 +323,29 @@ TEST_CASE("status LOCKPATH: the path in Apnea's message is enough (its directory
   CHECK(tool_in(".", {"status", root / ("nowhere/" + mine)}, "", true).status == 3);
   CHECK(tool_in(".", {"status", area + "/notes.txt"}, "", true).status == 2);  // not an Apnea name
 }
+
+TEST_CASE("inspect LOCKPATH is read as status reads it: '//' and '/./' name the same entry") {
+  TempDir root;
+  const std::string area = root / "locks";
+  make_dir(area);
+  const std::string mine = fake_lock_name("mine");
+  make_entry(area, mine, owner_json(dead_pid()));
+  const std::string odd = root.path() + "//locks/./" + mine;
+  const auto status = parsed(tool({"status", odd, "-J", "-o", "path,state,reason"}));
+  CHECK(text(status.at("lock_dir")) == area);
+  REQUIRE(status.at("entries").as_array().size() == 1);
+  const json::value& listed = status.at("entries").as_array()[0];
+  CHECK(text(listed.at("path")) == area + "/" + mine);
+  const auto inspected = parsed(tool({"inspect", odd, "-J"}));
+  CHECK(text(inspected.at("lock_dir")) == area);
+  CHECK(text(inspected.at("entry").at("path")) == text(listed.at("path")));
+  CHECK(text(inspected.at("entry").at("state")) == text(listed.at("state")));
+  CHECK(text(inspected.at("entry").at("reason")) == text(listed.at("reason")));
+  // Inside --lock-dir as status says: the same entry, not a usage error.
+  for (const char* command : {"status", "inspect"}) {
+    CAPTURE(command);
+    const CommandResult given = tool({command, "--lock-dir", area, odd, "-J"});
+    CHECK(given.status == 1);  // a dead owner's lock needs attention
+    CHECK(text(parsed(given).at("lock_dir")) == area);
+  }
+}

@@ -7,18 +7,11 @@
 #include <vector>
 
 #include "apnea_locks/classify.h"
+#include "apnea_locks/names.h"
 #include "apnea_locks/survey.h"
 #include "apnea_locks/system.h"
 
 namespace apnea_locks {
-
-/// A lock Apnea would take, located: the root (or home) it is for and its path.
-struct LocatedLock {
-  LockKind kind = LockKind::repository;
-  std::string root;       ///< the canonical repository root, or the canonical home
-  std::string name;       ///< the entry name (names.h lock_name)
-  std::string path;       ///< the lock path, as `apnea-locks path` prints it (names.h)
-};
 
 /// The enclosing repository of `directory`: the nearest of it and its ancestors (after
 /// realpath, as Apnea resolves its root) that holds a `.apnea` directory or a `.git` (a
@@ -28,8 +21,8 @@ struct LocatedLock {
 std::optional<LocatedLock> enclosing_repository(System& system, const std::string& lock_directory,
                                                 const std::string& directory);
 
-/// The global setup lock of `home` in `lock_directory` (realpath'd like Apnea; fails with
-/// realpath's error).
+/// The global setup lock of `home` in `lock_directory` (names.h locate_lock: realpath'd like
+/// Apnea; fails with realpath's error).
 SysResult<LocatedLock> global_setup_lock(System& system, const std::string& lock_directory,
                                          const std::string& home);
 

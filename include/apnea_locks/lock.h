@@ -66,6 +66,7 @@ struct LockTarget {
   std::string lock_path;
   std::string resource;  ///< the canonical repository, or "global setup at <home>"
   AreaMode area_mode = AreaMode::apnea;  ///< how acquire prepares the lock path's directory
+  std::string root;  ///< the canonical repository root or home (names.h locate_lock)
 };
 
 /// The repository lock for `root` in `lock_directory` (realpath'd like Apnea).

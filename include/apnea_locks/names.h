@@ -24,12 +24,30 @@ std::string lock_key(LockKind kind, std::string_view canonical_path);
 /// The entry name of a lock: `repository-<key>.lock` or `global-setup-<key>.lock`.
 std::string lock_name(LockKind kind, std::string_view key);
 
+/// A lock Apnea would take, located: the root (or home) it is for and its path.
+struct LocatedLock {
+  LockKind kind = LockKind::repository;
+  std::string root;       ///< the canonical repository root, or the canonical home
+  std::string name;       ///< the entry name (lock_name)
+  std::string path;       ///< the lock path, as `apnea-locks path` prints it
+};
+
+/// The one computation of a lock from what it is for: the repository lock of the canonical
+/// (realpath'd) root `canonical`, or the global setup lock of the canonical home, in
+/// `lock_directory`. Hashes once; no system call.
+LocatedLock canonical_lock(std::string_view lock_directory, LockKind kind, std::string canonical);
+
+/// canonical_lock of `root` realpath'd (once, as Apnea resolves it). Fails with realpath's
+/// error.
+SysResult<LocatedLock> locate_lock(System& system, const std::string& lock_directory,
+                                   LockKind kind, const std::string& root);
+
 /// The lock path Apnea uses for the repository at `root` (realpath'd) inside
-/// `lock_directory`. Fails with realpath's error.
+/// `lock_directory` (locate_lock). Fails with realpath's error.
 SysResult<std::string> repository_lock_path(System& system, const std::string& lock_directory,
                                             const std::string& root);
 
-/// The lock path of the global setup lock for `home` (realpath'd).
+/// The lock path of the global setup lock for `home` (realpath'd; locate_lock).
 SysResult<std::string> global_setup_lock_path(System& system, const std::string& lock_directory,
                                               const std::string& home);
 

@@ -58,6 +58,38 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
   return area;
 }
 
+std::expected<std::vector<LockPath>, std::string> read_lock_paths(
+    System& system, const std::vector<std::string>& given, LockArea& area, bool area_fixed,
+    bool apnea_names) {
+  std::vector<LockPath> paths;
+  std::optional<std::size_t> located;  // the first that names a directory
+  for (const std::string& typed : given) {
+    LockPath lock{typed, node_normalize(typed), {}, {}, {}};
+    while (lock.path.size() > 1 && lock.path.back() == '/') lock.path.pop_back();
+    const auto slash = lock.path.rfind('/');
+    lock.name = slash == std::string::npos ? lock.path : lock.path.substr(slash + 1);
+    if (slash != std::string::npos) lock.directory = node_dirname(lock.path);
+    lock.entry = parse_entry_name(lock.name);
+    if (apnea_names && lock.entry.role == EntryRole::unknown)
+      return std::unexpected(fmt::format("{}: not an Apnea lock entry name", typed));
+    if (!lock.directory.empty() && located && paths[*located].directory != lock.directory)
+      return std::unexpected(
+          fmt::format("{}: not in the same lock area as {}", typed, paths[*located].directory));
+    if (!located && !lock.directory.empty()) located = paths.size();
+    paths.push_back(std::move(lock));
+  }
+  if (!located) return paths;
+  const std::string directory = paths[*located].directory;
+  if (directory == node_normalize(area.directory)) return paths;
+  if (area_fixed)
+    return std::unexpected(fmt::format("{}: not an entry of the lock area {}",
+                                       paths[*located].given, node_normalize(area.directory)));
+  area.directory = directory;
+  area.explicit_directory = directory != node_normalize(default_lock_directory(system));
+  area.may_be_absent = false;
+  return paths;
+}
+
 AreaCheck check_lock_area(System& system, const LockArea& area) {
   AreaCheck check = check_area(system, area.directory, system.uid(), !area.explicit_directory);
   if (!area.explicit_directory || area.may_be_absent) return check;

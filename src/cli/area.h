@@ -15,6 +15,7 @@
 
 #include "apnea_locks/labels.h"
 #include "apnea_locks/lock_area.h"
+#include "apnea_locks/names.h"
 #include "apnea_locks/survey.h"
 #include "apnea_locks/system.h"
 #include "cli/fields.h"
@@ -54,6 +55,22 @@ struct CommandFailure {
 /// (System::become; failing: exit_unsafe), and the area is NAME's own unless --lock-dir.
 /// Then --lock-dir, else default_lock_directory.
 std::expected<LockArea, CommandFailure> open_lock_area(System& system, const AreaOptions& options);
+
+/// A LOCKPATH argument: the path of an entry as Apnea's message prints it, or an entry name.
+struct LockPath {
+  std::string given;      ///< as typed
+  std::string path;       ///< node_normalize'd, without a trailing slash
+  std::string directory;  ///< the lock area it names (node_dirname); empty for a bare name
+  std::string name;       ///< the entry name: the last component
+  EntryName entry;        ///< parse_entry_name(name)
+};
+
+/// The one reading of LOCKPATHs every command shares: each normalised, split into its area
+/// and entry name; they must name one area, which becomes `area` unless `area_fixed` (then
+/// they must be its entries). With `apnea_names`, each must be a name Apnea uses.
+std::expected<std::vector<LockPath>, std::string> read_lock_paths(
+    System& system, const std::vector<std::string>& given, LockArea& area, bool area_fixed,
+    bool apnea_names = true);
 
 /// Checks the area without changing it (check_area; the parent too for the default area).
 /// Explicit paths are promises: a --lock-dir that does not exist, or is not a directory (a

@@ -67,7 +67,9 @@ struct Inspection {
   EntryFacts facts;
   Verdict verdict;
   Decision decision;
-  const EntryLabel* label = nullptr;
+  std::optional<EntryLabel> label;  ///< the repository or home of its lock, when known
+  /// `label` as the judge and the field table take it: null when unknown.
+  const EntryLabel* known_label() const { return label ? &*label : nullptr; }
   OwnerFileDetails owner_file;
   std::vector<Related> related;
   std::vector<Hint> hints;
@@ -105,12 +107,15 @@ void write_stat_json(JsonWriter& json, const std::optional<FileStat>& st) {
   json.end_object();
 }
 
-void print_details(const Inspection& in) {
+/// One "key: value" line of inspect's text.
+void line(std::string_view key, std::string_view value) {
+  fmt::print("{:<13}{}\n", fmt::format("{}:", key), value);
+}
+
+/// The entry, its verdict and the decision on it.
+void print_verdict(const Inspection& in) {
   const EntryFacts& facts = in.facts;
   const Verdict& verdict = in.verdict;
-  auto line = [](std::string_view key, std::string_view value) {
-    fmt::print("{:<13}{}\n", fmt::format("{}:", key), value);
-  };
   line("path", printable(facts.path));
   if (facts.parsed.role == EntryRole::unknown) {
     line("entry", "unknown (not a name Apnea uses)");
@@ -118,7 +123,7 @@ void print_details(const Inspection& in) {
     line("entry", fmt::format("{} ({}, key {})", role_name(facts.parsed.role),
                               kind_name(facts.parsed.kind), facts.parsed.key));
   }
-  line("label", in.label != nullptr ? printable(in.label->path) : "-");
+  line("label", in.label ? printable(in.label->path) : "-");
   const std::string_view sgr = verdict.needs_attention           ? sgr_attention
                               : verdict.state == EntryState::live ? sgr_ok
                               : verdict.state == EntryState::stale || verdict.state == EntryState::in_flight
@@ -143,41 +148,58 @@ void print_details(const Inspection& in) {
   if (!in.decision.next_step.empty()) line("next step", printable(in.decision.next_step));
   line("fix", verdict.fix.empty() ? "-" : printable(verdict.fix));
   line("directory", facts.stat ? stat_line(*facts.stat, in.now_ns) : "absent");
-  if (facts.parsed.role == EntryRole::reclaim_guard || facts.parsed.role == EntryRole::unknown ||
-      !facts.stat) {
-    return;
-  }
+}
+
+/// owner.json: its stat, its raw bytes, Apnea's acceptance checks and the owner it names.
+void print_owner_file(const Inspection& in) {
   const OwnerFileDetails& file = in.owner_file;
   line("owner.json", file.lstat ? stat_line(*file.lstat, in.now_ns)
                                 : fmt::format("cannot lstat: {}", errno_text(file.lstat_error)));
   if (file.raw)
     line("owner bytes", fmt::format("\"{}\"{}", escape_bytes(*file.raw),
                                     file.raw_truncated ? " (first 4096 bytes)" : ""));
-  if (facts.owner) {
-    fmt::print("checks:\n");
-    for (const AcceptanceCheck& check : acceptance_checks(*facts.owner))
-      if (check.detail.empty()) fmt::print("  {:<8} {}\n", check_outcome_name(check.outcome), check.name);
-      else fmt::print("  {:<8} {:<24} {}\n", check_outcome_name(check.outcome), check.name, printable(check.detail));
-    if (facts.owner->owner)
-      line("owner", fmt::format("pid {}, token {}", pid_text(facts.owner->owner->pid),
-                                printable(facts.owner->owner->token)));
+  if (!in.facts.owner) return;
+  const OwnerRead& owner = *in.facts.owner;
+  fmt::print("checks:\n");
+  for (const AcceptanceCheck& check : acceptance_checks(owner))
+    if (check.detail.empty())
+      fmt::print("  {:<8} {}\n", check_outcome_name(check.outcome), check.name);
+    else
+      fmt::print("  {:<8} {:<24} {}\n", check_outcome_name(check.outcome), check.name,
+                 printable(check.detail));
+  if (owner.owner)
+    line("owner", fmt::format("pid {}, token {}", pid_text(owner.owner->pid),
+                              printable(owner.owner->token)));
+}
+
+/// The owner process as probed, and what proves it dead.
+void print_process(const ProcessFacts& process, const Verdict& verdict) {
+  if (process.info) {
+    line("process", fmt::format("kill: {}; state {}, uid {}, tgid {}, started {}",
+                                signal_answer(process.signal_errno), process.info->state,
+                                process.info->uid, process.info->tgid,
+                                format_time(process.info->start_time_ns, true)));
+    line("command", printable(process.info->command));
+  } else {
+    line("process", fmt::format("kill: {}; no /proc entry", signal_answer(process.signal_errno)));
   }
-  if (facts.process) {
-    const ProcessFacts& process = *facts.process;
-    if (process.info) {
-      line("process", fmt::format("kill: {}; state {}, uid {}, tgid {}, started {}",
-                                  signal_answer(process.signal_errno), process.info->state,
-                                  process.info->uid, process.info->tgid,
-                                  format_time(process.info->start_time_ns, true)));
-      line("command", printable(process.info->command));
-    } else {
-      line("process", fmt::format("kill: {}; no /proc entry", signal_answer(process.signal_errno)));
-    }
-    line("proof", fmt::format("{}: {}", proof_name(verdict.proof), proof_explanation(verdict.proof)));
+  line("proof", fmt::format("{}: {}", proof_name(verdict.proof), proof_explanation(verdict.proof)));
+}
+
+/// The entry, and for a lock, candidate or tombstone that exists its owner, process, guard
+/// and the other entries of its lock.
+void print_details(const Inspection& in) {
+  const EntryFacts& facts = in.facts;
+  print_verdict(in);
+  if (facts.parsed.role == EntryRole::reclaim_guard || facts.parsed.role == EntryRole::unknown ||
+      !facts.stat) {
+    return;
   }
+  print_owner_file(in);
+  if (facts.process) print_process(*facts.process, in.verdict);
   if (facts.parsed.role == EntryRole::lock) {
     if (facts.guard)
-      line("guard", fmt::format("{}: {} (age {})", guard_state_name(verdict.guard),
+      line("guard", fmt::format("{}: {} (age {})", guard_state_name(in.verdict.guard),
                                 printable(reclaim_guard_path(facts.path)), format_age(in.now_ns - facts.guard->mtime_ns)));
     else
       line("guard", "none");
@@ -212,7 +234,7 @@ void print_json(const Inspection& in, const std::optional<std::string>& error) {
     return;
   }
   json.key("entry");
-  write_entry_json(json, EntryView{in.facts, in.verdict, in.label, &in.decision});
+  write_entry_json(json, EntryView{in.facts, in.verdict, in.known_label(), &in.decision});
   json.key("directory_stat");
   write_stat_json(json, in.facts.stat);
   json.key("owner_file").begin_object();
@@ -265,10 +287,10 @@ void print_json(const Inspection& in, const std::optional<std::string>& error) {
   json.finish();
 }
 
-}  // namespace
-
-int inspect_command(const std::vector<std::string>& args) {
-  InspectOptions o;
+/// Parses inspect's command line into `o`; the exit status when it should stop (help,
+/// version, a usage error).
+std::expected<po::variables_map, int> parse_options(const std::vector<std::string>& args,
+                                                    InspectOptions& o) {
   po::options_description options("Options");
   options.add_options()
       ("repo", po::value(&o.repo)->value_name("PATH"), "the repository lock of PATH")
@@ -281,127 +303,145 @@ int inspect_command(const std::vector<std::string>& args) {
   po::positional_options_description positional;
   positional.add("lock", 1);
   auto parsed = parse_command_line(help, args, options, &hidden, &positional);
-  if (!parsed) return parsed.error();
-  auto usage_error = [](std::string_view message) {
-    print_error(command_name, message);
-    return exit_usage;
-  };
-  if (int(!o.lock.empty()) + int(!o.repo.empty()) + int(!o.home.empty()) > 1)
-    return usage_error("give one of LOCK, --repo PATH, --home PATH");
-
-  System& system = real_system();
-  auto opened = open_lock_area(system, o.area);
-  if (!opened) {
-    print_error(command_name, opened.error().message);
-    return opened.error().exit_status;
+  if (!parsed) return parsed;
+  if (int(!o.lock.empty()) + int(!o.repo.empty()) + int(!o.home.empty()) > 1) {
+    print_error(command_name, "give one of LOCK, --repo PATH, --home PATH");
+    return std::unexpected(exit_usage);
   }
+  return parsed;
+}
+
+/// Prints `message` as inspect's error and returns `status`.
+std::unexpected<int> fail(int status, std::string_view message) {
+  print_error(command_name, message);
+  return std::unexpected(status);
+}
+
+/// The area inspect looks at: --lock-dir or --user's, with each typed --repo and --home
+/// checked.
+std::expected<LockArea, int> open_area(System& system, const InspectOptions& o) {
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) return fail(opened.error().exit_status, opened.error().message);
   for (const auto& [option, typed] : {std::pair{"--repo", &o.repo}, {"--home", &o.home}}) {
     if (typed->empty()) continue;
-    if (auto checked = typed_directory(system, option, *typed); !checked) {
-      print_error(command_name, checked.error());
-      return exit_bad_path;
-    }
+    if (auto checked = typed_directory(system, option, *typed); !checked)
+      return fail(exit_bad_path, checked.error());
   }
-  Inspection in;
-  in.area = std::move(*opened);
-  in.colour = !o.json && colour_wanted(system, colour_mode(*parsed));
-  std::string path;
-  if (!o.lock.empty()) {
-    const bool is_path = o.lock.find('/') != std::string::npos;
-    if (is_path) {
-      path = o.lock;
-      while (path.size() > 1 && path.back() == '/') path.pop_back();
-      const std::string directory = node_dirname(path);
-      if (o.area.lock_dir.empty())
-        in.area = LockArea{directory, directory != default_lock_directory(system), false, in.area.home};
-      else if (node_normalize(directory) != node_normalize(in.area.directory))
-        return usage_error(fmt::format("{} is not inside --lock-dir {}", o.lock, in.area.directory));
-    } else {
-      path = entry_path(in.area.directory, o.lock);
-    }
-    // A path that does not exist is said to be missing, unless it is the name of an Apnea
-    // entry in a directory that exists (a lock that is not there is free).
-    if (auto st = system.lstat(path); !st) {
-      const bool apnea_name = parse_entry_name(base_name(path)).role != EntryRole::unknown;
-      if (!apnea_name || !system.lstat(in.area.directory)) {
-        print_error(command_name, fmt::format("'{}': {}", o.lock, errno_text(st.error())));
-        return exit_bad_path;
-      }
-    }
-  } else {
-    const bool home = !o.home.empty();
-    const std::string target = home ? o.home : (o.repo.empty() ? "." : o.repo);
-    auto lock = home ? global_setup_lock_path(system, in.area.directory, target)
-                     : repository_lock_path(system, in.area.directory, target);
-    if (!lock) {
-      print_error(command_name, fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
-                                            target, errno_text(lock.error())));
-      return exit_bad_path;
-    }
-    path = *lock;
-  }
+  return std::move(*opened);
+}
 
-  auto built = build_labels(system, in.area, LabelOptions{});
-  if (!built) {
-    print_error(command_name, built.error());
-    return exit_bad_path;
+/// The path of the entry LOCK names (read_lock_paths: its directory becomes the area unless
+/// --lock-dir). One that does not exist is an error, unless it is the name of an Apnea entry
+/// in a directory that exists (a lock that is not there is free).
+std::expected<std::string, int> given_entry_path(System& system, const InspectOptions& o,
+                                                 LockArea& area) {
+  auto read = read_lock_paths(system, {o.lock}, area, !o.area.lock_dir.empty(), false);
+  if (!read) return fail(exit_usage, read.error());
+  const LockPath& lock = read->front();
+  const std::string path =
+      lock.directory.empty() ? entry_path(area.directory, lock.name) : lock.path;
+  if (auto st = system.lstat(path); !st) {
+    if (lock.entry.role == EntryRole::unknown || !system.lstat(area.directory))
+      return fail(exit_bad_path, fmt::format("'{}': {}", o.lock, errno_text(st.error())));
   }
-  LabelIndex& labels = built->index;
-  if (!o.repo.empty()) (void)labels.add_repository(system, o.repo);
-  if (!o.home.empty()) (void)labels.add_home(system, o.home);
+  return path;
+}
 
-  auto settings = judging_policy(system, in.area, o.timing);
-  if (!settings) {
-    print_error(command_name, settings.error());
-    return exit_usage;
-  }
-  in.now_ns = settings->judge.now_ns;
+/// The path of the entry inspect looks at: LOCK's, else the lock of --home, --repo or the
+/// current directory.
+std::expected<std::string, int> entry_to_inspect(System& system, const InspectOptions& o,
+                                                 LockArea& area) {
+  if (!o.lock.empty()) return given_entry_path(system, o, area);
+  const bool home = !o.home.empty();
+  const std::string target = home ? o.home : (o.repo.empty() ? "." : o.repo);
+  auto lock = locate_lock(system, area.directory,
+                          home ? LockKind::global_setup : LockKind::repository, target);
+  if (!lock)
+    return fail(exit_bad_path,
+                fmt::format("{}{}: {}", home ? "--home " : (o.repo.empty() ? "" : "--repo "),
+                            target, errno_text(lock.error())));
+  return std::move(lock->path);
+}
 
-  in.check = check_lock_area(system, in.area);
-  if (!in.check.safe() && in.check.problem != AreaProblem::missing) {
-    if (o.json) print_json(in, in.check.message());
-    print_error(command_name, in.check.message());
-    return exit_unsafe;
-  }
-
-  EntryJudge judge(system, in.area.directory, *settings);
+/// Gathers and judges the entry at `path` (owner.json read only inside a real directory,
+/// never through a symlink), and judges the other entries of its lock.
+void judge_entry(System& system, EntryJudge& judge, const LabelIndex& labels,
+                 const std::string& path, Inspection& in) {
   const std::string name = base_name(path);
   in.facts = judge.gather(name);
   in.facts.path = path;
-  if (in.facts.parsed.role != EntryRole::unknown) in.label = labels.find(in.facts.parsed.lock_name());
-  Judgement judged = judge.judge(in.facts, in.label);
+  if (in.facts.parsed.role != EntryRole::unknown)
+    if (const EntryLabel* label = labels.find(in.facts.parsed.lock_name())) in.label = *label;
+  Judgement judged = judge.judge(in.facts, in.known_label());
   in.verdict = std::move(judged.verdict);
   in.decision = std::move(judged.decision);
-  // Never through a symlink: owner.json is read only inside a real directory.
   if (in.facts.stat && in.facts.stat->type == FileType::directory)
     in.owner_file = gather_owner_file(system, path);
+  if (in.facts.parsed.role == EntryRole::unknown || !in.check.safe()) return;
+  const std::string prefix = in.facts.parsed.lock_name();
+  (void)system.list_directory(in.area.directory, [&](const DirEntry& entry) {
+    if (entry.name == name || !entry.name.starts_with(prefix)) return true;
+    EntryFacts other = judge.gather(entry.name);
+    if (other.stat && other.parsed.lock_name() == prefix)
+      in.related.push_back(
+          Related{entry.name, judge.judge(std::move(other), in.known_label()).verdict});
+    return true;
+  });
+}
 
-  if (in.facts.parsed.role != EntryRole::unknown && in.check.safe()) {
-    const std::string prefix = in.facts.parsed.lock_name();
-    (void)system.list_directory(in.area.directory, [&](const DirEntry& entry) {
-      if (entry.name == name || !entry.name.starts_with(prefix)) return true;
-      EntryFacts other = judge.gather(entry.name);
-      if (other.stat && other.parsed.lock_name() == prefix)
-        in.related.push_back(Related{entry.name, judge.judge(std::move(other), in.label).verdict});
-      return true;
-    });
+/// From a subdirectory of a repository, the lock Apnea run at the repository's root uses.
+void hint_enclosing(System& system, EntryJudge& judge, Inspection& in) {
+  auto here = system.realpath(".");
+  auto enclosing = enclosing_repository(system, in.area.directory, ".");
+  if (!here || !enclosing || enclosing->root == *here) return;
+  const EntryLabel label{LockKind::repository, enclosing->root};
+  const Judgement judged = judge.entry(enclosing->name, &label);
+  const EntryView view{judged.facts, judged.verdict, &label, &judged.decision};
+  if (auto hint = enclosing_hint_text(*enclosing, *here, &view))
+    in.hints.push_back(std::move(*hint));
+}
+
+/// Everything inspect shows, or the exit status when it cannot go on (its error printed).
+std::expected<Inspection, int> inspect(System& system, const InspectOptions& o, ColourMode colour) {
+  auto area = open_area(system, o);
+  if (!area) return std::unexpected(area.error());
+  Inspection in;
+  in.area = std::move(*area);
+  in.colour = !o.json && colour_wanted(system, colour);
+  auto path = entry_to_inspect(system, o, in.area);
+  if (!path) return std::unexpected(path.error());
+  auto built = build_labels(system, in.area, LabelOptions{});
+  if (!built) return fail(exit_bad_path, built.error());
+  LabelIndex& labels = built->index;
+  if (!o.repo.empty()) (void)labels.add_repository(system, o.repo);
+  if (!o.home.empty()) (void)labels.add_home(system, o.home);
+  auto settings = judging_policy(system, in.area, o.timing);
+  if (!settings) return fail(exit_usage, settings.error());
+  in.now_ns = settings->judge.now_ns;
+  in.check = check_lock_area(system, in.area);
+  if (!in.check.safe() && in.check.problem != AreaProblem::missing) {
+    if (o.json) print_json(in, in.check.message());
+    return fail(exit_unsafe, in.check.message());
   }
+  EntryJudge judge(system, in.area.directory, *settings);
+  judge_entry(system, judge, labels, *path, in);
+  if (o.lock.empty() && o.repo.empty() && o.home.empty() && in.check.safe())
+    hint_enclosing(system, judge, in);
+  return in;
+}
 
-  // From a subdirectory of a repository, the lock Apnea run at the repository's root uses.
-  if (o.lock.empty() && o.repo.empty() && o.home.empty() && in.check.safe()) {
-    auto here = system.realpath(".");
-    auto enclosing = enclosing_repository(system, in.area.directory, ".");
-    if (here && enclosing && enclosing->root != *here) {
-      const EntryLabel label{LockKind::repository, enclosing->root};
-      const Judgement judged = judge.entry(enclosing->name, &label);
-      const EntryView view{judged.facts, judged.verdict, &label, &judged.decision};
-      if (auto hint = enclosing_hint_text(*enclosing, *here, &view)) in.hints.push_back(std::move(*hint));
-    }
-  }
+}  // namespace
 
-  if (o.json) print_json(in, std::nullopt);
-  else print_human(in);
-  return in.verdict.needs_attention ? exit_attention : exit_ok;
+int inspect_command(const std::vector<std::string>& args) {
+  InspectOptions o;
+  auto parsed = parse_options(args, o);
+  if (!parsed) return parsed.error();
+  System& system = real_system();
+  auto in = inspect(system, o, colour_mode(*parsed));
+  if (!in) return in.error();
+  if (o.json) print_json(*in, std::nullopt);
+  else print_human(*in);
+  return in->verdict.needs_attention ? exit_attention : exit_ok;
 }
 
 }  // namespace apnea_locks::cli

@@ -53,8 +53,8 @@ int path_command(const std::vector<std::string>& args) {
   const LockArea& area = *opened;
   const bool global = !home.empty();
   const std::string target = global ? home : (repo.empty() ? "." : repo);
-  auto lock = global ? global_setup_lock_path(system, area.directory, target)
-                     : repository_lock_path(system, area.directory, target);
+  auto lock = locate_lock(system, area.directory,
+                          global ? LockKind::global_setup : LockKind::repository, target);
   if (!lock) {
     print_error(command_name, fmt::format("{}: {}", target, errno_text(lock.error())));
     return exit_usage;
@@ -63,11 +63,11 @@ int path_command(const std::vector<std::string>& args) {
     JsonWriter writer(stdout);
     writer.begin_object();
     write_schema(writer, "path");
-    writer.key("lock_path").string(*lock);
+    writer.key("lock_path").string(lock->path);
     writer.end_object();
     writer.finish();
   } else {
-    fmt::print("{}\n", printable(*lock));
+    fmt::print("{}\n", printable(lock->path));
   }
   return exit_ok;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "apnea_locks/classify.h"
@@ -312,170 +313,146 @@ bool confirmed(std::size_t count) {
   return answer == "y" || answer == "Y" || answer == "yes" || answer == "YES";
 }
 
-}  // namespace
+/// What reclaim was asked for: whole locks (with their guard, candidates and tombstones) by
+/// lock name, or single entries by name, and the labels of the output.
+struct Request {
+  LabelIndex labels;
+  std::set<std::string> lock_names;
+  std::set<std::string> entry_names;
+  std::vector<std::string> looked_in;  ///< folders whose repository lock was asked for
+};
 
-int reclaim_command(const std::vector<std::string>& args) {
-  ReclaimOptions o;
+/// Prints `message` as reclaim's error and returns `status`.
+std::unexpected<int> fail(int status, std::string_view message) {
+  print_error(command_name, message);
+  return std::unexpected(status);
+}
+
+/// Parses reclaim's command line into `o`; the exit status when it should stop (help,
+/// version, a usage error).
+std::expected<void, int> parse_options(const std::vector<std::string>& args, ReclaimOptions& o) {
   const po::options_description options = describe(o);
   po::options_description hidden;
   hidden.add_options()("path", po::value(&o.paths)->composing());
   po::positional_options_description positional;
   positional.add("path", -1);
   auto parsed = parse_command_line(help, args, options, &hidden, &positional);
-  if (!parsed) return parsed.error();
-  auto usage_error = [](std::string_view message) {
-    print_error(command_name, message);
-    return exit_usage;
-  };
+  if (!parsed) return std::unexpected(parsed.error());
   if (o.all && (!o.repos.empty() || !o.homes.empty() || !o.paths.empty()))
-    return usage_error("--all names every entry: give no other target");
+    return fail(exit_usage, "--all names every entry: give no other target");
+  return {};
+}
 
-  System& system = real_system();
-  const std::uint32_t invoking_uid = system.uid();  // the audit record's acting uid, before --user
-  // --user NAME: NAME's own area (it may not exist yet), as NAME from here on.
-  auto opened = open_lock_area(system, o.area);
-  if (!opened) {
-    print_error(command_name, opened.error().message);
-    return opened.error().exit_status;
-  }
-  LockArea area = std::move(*opened);
-  const std::string home = area.home;  // whose global setup lock is hinted
-
-  // What was asked for: whole locks (with their guard, candidates and tombstones) by lock
-  // name, or single entries by name.
-  LabelIndex labels;
-  std::set<std::string> lock_names;
-  std::set<std::string> entry_names;
-  auto bad_path = [](std::string_view message) {
-    print_error(command_name, message);
-    return exit_bad_path;
-  };
-  for (const std::string& root : o.repos) {
-    if (auto typed = typed_directory(system, "--repo", root); !typed) return bad_path(typed.error());
-    auto name = labels.add_repository(system, root);
-    if (!name) return bad_path(fmt::format("--repo {}: {}", root, errno_text(name.error())));
-    lock_names.insert(*name);
-  }
-  for (const std::string& home : o.homes) {
-    if (auto typed = typed_directory(system, "--home", home); !typed) return bad_path(typed.error());
-    auto name = labels.add_home(system, home);
-    if (!name) return bad_path(fmt::format("--home {}: {}", home, errno_text(name.error())));
-    lock_names.insert(*name);
-  }
-  // A LOCKPATH names its lock area: the path in Apnea's message works wherever Apnea's
-  // TMPDIR pointed, without --lock-dir (which, when given, must agree).
-  auto without_trailing_slash = [](std::string path) {
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    return path;
-  };
-  if (o.area.lock_dir.empty() && o.area.user.empty()) {
-    std::set<std::string> directories;
-    for (const std::string& path : o.paths) {
-      const std::string normal = node_normalize(without_trailing_slash(path));
-      if (normal.find('/') != std::string::npos) directories.insert(node_dirname(normal));
-    }
-    if (directories.size() > 1)
-      return usage_error("the LOCKPATHs are in different lock areas: give one area at a time");
-    if (directories.size() == 1 && *directories.begin() != node_normalize(area.directory)) {
-      area = LockArea{*directories.begin(), true, false, area.home};
+/// The locks --repo and --home name, labelled; each PATH must resolve to a directory.
+std::expected<void, int> add_typed_locks(System& system, const ReclaimOptions& o,
+                                         Request& request) {
+  for (const auto& [option, kind, paths] : {std::tuple{"--repo", LockKind::repository, &o.repos},
+                                            {"--home", LockKind::global_setup, &o.homes}}) {
+    for (const std::string& path : *paths) {
+      if (auto typed = typed_directory(system, option, path); !typed)
+        return fail(exit_bad_path, typed.error());
+      auto name = kind == LockKind::repository ? request.labels.add_repository(system, path)
+                                               : request.labels.add_home(system, path);
+      if (!name)
+        return fail(exit_bad_path,
+                    fmt::format("{} {}: {}", option, path, errno_text(name.error())));
+      request.lock_names.insert(*name);
     }
   }
-  const std::string area_dir = node_normalize(area.directory);
-  for (const std::string& raw : o.paths) {
-    const std::string path = without_trailing_slash(raw);
-    const std::string normal = node_normalize(path);
-    const bool bare = normal.find('/') == std::string::npos;
-    if (!bare && node_dirname(normal) != area_dir)
-      return usage_error(fmt::format("{}: not an entry of the lock area {}", path, area_dir));
-    const std::string name = bare ? normal : normal.substr(normal.rfind('/') + 1);
-    const EntryName entry = parse_entry_name(name);
-    if (entry.role == EntryRole::unknown)
-      return usage_error(fmt::format("{}: not an Apnea lock entry name", path));
-    if (entry.role == EntryRole::lock) lock_names.insert(name);
-    else entry_names.insert(name);
-  }
-  // The folders whose repository lock was asked for: where "not here" hints look up from.
-  std::vector<std::string> looked_in = o.repos;
-  if (!o.all && lock_names.empty() && entry_names.empty()) {
-    auto name = labels.add_repository(system, ".");
-    if (!name) return usage_error(fmt::format("the current directory: {}", errno_text(name.error())));
-    lock_names.insert(*name);
-    looked_in.emplace_back(".");
-  }
-  {  // Labels for the output: the current directory, its enclosing repository, the home.
-    (void)labels.add_repository(system, ".");
-    if (auto enclosing = enclosing_repository(system, area.directory, "."))
-      (void)labels.add_repository(system, enclosing->root);
-    if (!home.empty()) (void)labels.add_home(system, home);
-  }
+  return {};
+}
 
-  const AreaCheck check = check_lock_area(system, area);
-  if (!check.safe() && check.problem != AreaProblem::missing) {
-    print_error(command_name, check.message());
-    return exit_unsafe;
+/// What reclaim was asked for. A LOCKPATH names its lock area (read_lock_paths): the path in
+/// Apnea's message works wherever Apnea's TMPDIR pointed, without --lock-dir or --user (which,
+/// when given, must agree). No target is the current directory's repository lock.
+std::expected<Request, int> read_request(System& system, const ReclaimOptions& o, LockArea& area) {
+  Request request;
+  if (auto typed = add_typed_locks(system, o, request); !typed)
+    return std::unexpected(typed.error());
+  auto paths =
+      read_lock_paths(system, o.paths, area, !o.area.lock_dir.empty() || !o.area.user.empty());
+  if (!paths) return fail(exit_usage, paths.error());
+  for (const LockPath& path : *paths)
+    (path.entry.role == EntryRole::lock ? request.lock_names : request.entry_names)
+        .insert(path.name);
+  request.looked_in = o.repos;
+  if (!o.all && request.lock_names.empty() && request.entry_names.empty()) {
+    auto name = request.labels.add_repository(system, ".");
+    if (!name)
+      return fail(exit_usage, fmt::format("the current directory: {}", errno_text(name.error())));
+    request.lock_names.insert(*name);
+    request.looked_in.emplace_back(".");
   }
+  // Labels for the output: the current directory, its enclosing repository, the home.
+  (void)request.labels.add_repository(system, ".");
+  if (auto enclosing = enclosing_repository(system, area.directory, "."))
+    (void)request.labels.add_repository(system, enclosing->root);
+  if (!area.home.empty()) (void)request.labels.add_home(system, area.home);
+  return request;
+}
 
-  auto settings = judging_policy(system, area, o.timing, o.force);
-  if (!settings) return usage_error(settings.error());
-  RepairPolicy policy;
-  policy.settings = *settings;
-  policy.keep_tombstone = o.keep_tombstone;
-  policy.acting_uid = invoking_uid;
-  policy.acted_for = o.area.user;
-
+/// The entries asked for, judged by the survey (an area that does not exist yet: every
+/// asked-for lock absent), in the order they are acted on.
+std::expected<std::vector<Target>, int> survey_targets(System& system, const ReclaimOptions& o,
+                                                       const LockArea& area, const AreaCheck& check,
+                                                       const SurveySettings& settings,
+                                                       const Request& request) {
   std::vector<Target> targets;
   auto consider = [&](const JudgedEntry& entry) {
     const EntryFacts& facts = entry.facts;
     const std::string lock = facts.parsed.lock_name();
-    const bool wanted = o.all ? facts.parsed.role != EntryRole::unknown
-                              : lock_names.count(lock) != 0 || entry_names.count(facts.name) != 0;
+    const bool wanted =
+        o.all ? facts.parsed.role != EntryRole::unknown
+              : request.lock_names.count(lock) != 0 || request.entry_names.count(facts.name) != 0;
     if (!wanted) return;
     // --all asks for what needs attention: a live owner or work in flight was not asked for.
     if (o.all && !entry.verdict.needs_attention && !acts(entry.decision)) return;
     targets.push_back(Target{facts, entry.verdict, entry.decision,
                              entry.label ? std::optional(*entry.label) : std::nullopt, {}});
   };
-  std::set<std::string> expected = lock_names;
   if (check.safe()) {
-    auto scanned = survey_area(system, area.directory, *settings, labels, expected, consider);
-    if (!scanned) {
-      print_error(command_name, fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
-                                            errno_text(scanned.error())));
-      return exit_unsafe;
-    }
+    auto scanned =
+        survey_area(system, area.directory, settings, request.labels, request.lock_names, consider);
+    if (!scanned)
+      return fail(exit_unsafe, fmt::format("cannot list Apnea lock directory: {}: {}",
+                                           area.directory, errno_text(scanned.error())));
   } else {
-    EntryJudge judge(system, area.directory, *settings);
-    for (const std::string& name : expected)  // no area yet: every asked-for lock is absent
-      consider(judge.absent(name, labels.find(name)).view());
+    EntryJudge judge(system, area.directory, settings);
+    for (const std::string& name : request.lock_names)
+      consider(judge.absent(name, request.labels.find(name)).view());
   }
   std::sort(targets.begin(), targets.end(), [](const Target& a, const Target& b) {
     return std::pair(order_of(a.facts.parsed.role), a.facts.name) <
            std::pair(order_of(b.facts.parsed.role), b.facts.name);
   });
+  return targets;
+}
 
-  const std::size_t removals =
-      static_cast<std::size_t>(std::count_if(targets.begin(), targets.end(), [](const Target& t) { return acts(t.decision); }));
-  if (!o.json)
-    for (const Target& t : targets) print_plan_line(t, o.dry_run);
+/// Whether to carry the removals out: never on a dry run or with nothing to remove; else
+/// with --yes, or when the terminal's answer is yes. The exit status when it must stop.
+std::expected<bool, int> removals_confirmed(System& system, const ReclaimOptions& o,
+                                            std::size_t removals) {
+  if (o.dry_run || removals == 0) return false;
+  if (o.yes) return true;
+  if (!system.is_terminal(0))
+    return fail(exit_usage, "not a terminal: nothing removed; pass --yes to confirm");
+  if (o.json) return fail(exit_usage, "--json needs --yes to remove anything");
+  if (!confirmed(removals)) return fail(exit_attention, "not confirmed: nothing removed");
+  return true;
+}
 
-  bool proceed = !o.dry_run && removals > 0;
-  if (proceed && !o.yes) {
-    if (!system.is_terminal(0)) {
-      print_error(command_name, "not a terminal: nothing removed; pass --yes to confirm");
-      return exit_usage;
-    }
-    if (o.json) {
-      print_error(command_name, "--json needs --yes to remove anything");
-      return exit_usage;
-    }
-    if (!confirmed(removals)) {
-      print_error(command_name, "not confirmed: nothing removed");
-      return exit_attention;
-    }
-  }
-
+/// What carrying the decisions out gave: the outcomes counted, and whether any target was
+/// refused, changed, guarded or failed.
+struct Outcomes {
   std::map<std::string, int> counts;
   bool refused = false;
+};
+
+/// Carries out each target's decision (a removal only when `proceed`, through execute_repair,
+/// which re-validates under the guard), printing what it does unless --json.
+Outcomes carry_out(System& system, const ReclaimOptions& o, RepairPolicy& policy,
+                   std::vector<Target>& targets, bool proceed) {
+  Outcomes done;
   for (Target& t : targets) {
     if (!acts(t.decision) || !proceed) {
       t.result.outcome = t.decision.action == PlanAction::refuse ? RepairOutcome::refused : RepairOutcome::skipped;
@@ -493,64 +470,115 @@ int reclaim_command(const std::vector<std::string>& args) {
     const RepairOutcome outcome = t.result.outcome;
     if (outcome == RepairOutcome::refused || outcome == RepairOutcome::changed ||
         outcome == RepairOutcome::guard_held || outcome == RepairOutcome::failed)
-      refused = true;
-    ++counts[o.dry_run && acts(t.decision) ? "would_remove" : std::string(outcome_name(t.result.outcome))];
+      done.refused = true;
+    ++done.counts[o.dry_run && acts(t.decision) ? "would_remove"
+                                                : std::string(outcome_name(t.result.outcome))];
   }
+  return done;
+}
 
-  // Nothing where it looked: a lock the operator is after is somewhere else. Say where it
-  // probably is: the enclosing repository (Apnea locks the folder it runs in), the global
-  // setup lock; and name a dead global setup lock whenever this run did not remove it.
-  const bool found = o.all || std::any_of(targets.begin(), targets.end(), [](const Target& t) {
+/// Nothing where it looked (`found` false): a lock the operator is after is somewhere else.
+/// Where it probably is: the enclosing repository (Apnea locks the folder it runs in), the
+/// global setup lock; and a dead global setup lock whenever this run did not remove it.
+std::vector<ReclaimHint> find_hints(System& system, const LockArea& area,
+                                    const SurveySettings& settings, const Request& request,
+                                    const std::vector<Target>& targets, bool found) {
+  std::vector<ReclaimHint> hints;
+  std::set<std::string> hinted;
+  if (!found)
+    for (const std::string& folder : request.looked_in) {
+      auto enclosing = enclosing_repository(system, area.directory, folder);
+      if (!enclosing || request.lock_names.count(enclosing->name) != 0 ||
+          !hinted.insert(enclosing->name).second)
+        continue;
+      hints.push_back(ReclaimHint{"enclosing-repository",
+                                  lock_hint(system, area.directory, *enclosing, settings)});
+    }
+  auto global = area.home.empty() ? SysResult<LocatedLock>(std::unexpected(std::error_code()))
+                                  : global_setup_lock(system, area.directory, area.home);
+  const bool removed_now =
+      global && std::any_of(targets.begin(), targets.end(), [&](const Target& t) {
+        return t.facts.name == global->name && t.result.outcome == RepairOutcome::removed;
+      });
+  if (global && !removed_now) {
+    LockHint hint = lock_hint(system, area.directory, *global, settings);
+    if (hint.needs_attention || (!found && hint.present))
+      hints.push_back(ReclaimHint{"global-setup", std::move(hint)});
+  }
+  return hints;
+}
+
+/// The text after the targets: an empty --all, the entries asked for that are not there,
+/// and the hints with the commands that act on them.
+void print_closing(const ReclaimOptions& o, const std::string& lock_dir, const Request& request,
+                   const std::vector<Target>& targets, bool found,
+                   const std::vector<ReclaimHint>& hints) {
+  if (targets.empty() && o.all) say("nothing to reclaim in {}", lock_dir);
+  for (const std::string& name : request.entry_names)
+    if (std::none_of(targets.begin(), targets.end(),
+                     [&](const Target& t) { return t.facts.name == name; }))
+      say("no entry {} in {}", name, lock_dir);
+  bool located = false;
+  for (const ReclaimHint& hint : hints) {
+    say("{}", hint_message(hint));
+    // An absent enclosing lock locates nothing; every other hint names where the lock is.
+    if (hint.kind != "enclosing-repository" || hint.lock.present) located = true;
+    if (hint.lock.present && (hint.kind == "enclosing-repository" || hint.lock.needs_attention))
+      print_hint_commands(hint.lock);
+  }
+  if (!found && !located)
+    say("no lock where it looked: if Apnea's message names a lock path, pass that path "
+        "(apnea-locks reclaim --dry-run LOCKPATH); Apnea may run with another TMPDIR or in "
+        "another folder");
+}
+
+}  // namespace
+
+int reclaim_command(const std::vector<std::string>& args) {
+  ReclaimOptions o;
+  if (auto parsed = parse_options(args, o); !parsed) return parsed.error();
+  System& system = real_system();
+  const std::uint32_t invoking_uid = system.uid();  // the audit record's acting uid, before --user
+  // --user NAME: NAME's own area (it may not exist yet), as NAME from here on.
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) return fail(opened.error().exit_status, opened.error().message).error();
+  LockArea area = std::move(*opened);
+  auto request = read_request(system, o, area);
+  if (!request) return request.error();
+
+  const AreaCheck check = check_lock_area(system, area);
+  if (!check.safe() && check.problem != AreaProblem::missing)
+    return fail(exit_unsafe, check.message()).error();
+  auto settings = judging_policy(system, area, o.timing, o.force);
+  if (!settings) return fail(exit_usage, settings.error()).error();
+  auto targets = survey_targets(system, o, area, check, *settings, *request);
+  if (!targets) return targets.error();
+
+  const std::size_t removals = static_cast<std::size_t>(std::count_if(
+      targets->begin(), targets->end(), [](const Target& t) { return acts(t.decision); }));
+  if (!o.json)
+    for (const Target& t : *targets) print_plan_line(t, o.dry_run);
+  auto proceed = removals_confirmed(system, o, removals);
+  if (!proceed) return proceed.error();
+  RepairPolicy policy;
+  policy.settings = *settings;
+  policy.keep_tombstone = o.keep_tombstone;
+  policy.acting_uid = invoking_uid;
+  policy.acted_for = o.area.user;
+  const Outcomes done = carry_out(system, o, policy, *targets, *proceed);
+
+  const bool found = o.all || std::any_of(targets->begin(), targets->end(), [](const Target& t) {
                        return t.facts.stat.has_value();
                      });
-  std::vector<ReclaimHint> hints;
-  if (check.safe()) {
-    std::set<std::string> hinted;
-    if (!found)
-      for (const std::string& folder : looked_in) {
-        auto enclosing = enclosing_repository(system, area.directory, folder);
-        if (!enclosing || lock_names.count(enclosing->name) != 0 ||
-            !hinted.insert(enclosing->name).second)
-          continue;
-        hints.push_back(ReclaimHint{"enclosing-repository", lock_hint(system, area.directory, *enclosing, *settings)});
-      }
-    auto global = home.empty() ? SysResult<LocatedLock>(std::unexpected(std::error_code()))
-                               : global_setup_lock(system, area.directory, home);
-    const bool removed_now = global && std::any_of(targets.begin(), targets.end(), [&](const Target& t) {
-                               return t.facts.name == global->name &&
-                                      t.result.outcome == RepairOutcome::removed;
-                             });
-    if (global && !removed_now) {
-      LockHint hint = lock_hint(system, area.directory, *global, *settings);
-      if (hint.needs_attention || (!found && hint.present))
-        hints.push_back(ReclaimHint{"global-setup", std::move(hint)});
-    }
-  }
+  const std::vector<ReclaimHint> hints =
+      check.safe() ? find_hints(system, area, *settings, *request, *targets, found)
+                   : std::vector<ReclaimHint>{};
   const bool global_blocks = std::any_of(hints.begin(), hints.end(), [](const ReclaimHint& h) {
     return h.kind == "global-setup" && h.lock.needs_attention;
   });
-
-  if (o.json) {
-    write_json(area.directory, o, targets, counts, found, hints);
-  } else {
-    if (targets.empty() && o.all) say("nothing to reclaim in {}", area.directory);
-    for (const std::string& name : entry_names)
-      if (std::none_of(targets.begin(), targets.end(), [&](const Target& t) { return t.facts.name == name; }))
-        say("no entry {} in {}", name, area.directory);
-    bool located = false;
-    for (const ReclaimHint& hint : hints) {
-      say("{}", hint_message(hint));
-      // An absent enclosing lock locates nothing; every other hint names where the lock is.
-      if (hint.kind != "enclosing-repository" || hint.lock.present) located = true;
-      if (hint.lock.present && (hint.kind == "enclosing-repository" || hint.lock.needs_attention))
-        print_hint_commands(hint.lock);
-    }
-    if (!found && !located)
-      say("no lock where it looked: if Apnea's message names a lock path, pass that path "
-          "(apnea-locks reclaim --dry-run LOCKPATH); Apnea may run with another TMPDIR or in "
-          "another folder");
-  }
-  return refused || !found || global_blocks ? exit_attention : exit_ok;
+  if (o.json) write_json(area.directory, o, *targets, done.counts, found, hints);
+  else print_closing(o, area.directory, *request, *targets, found, hints);
+  return done.refused || !found || global_blocks ? exit_attention : exit_ok;
 }
 
 }  // namespace apnea_locks::cli

@@ -354,10 +354,7 @@ RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   SurveySettings settings =
       survey_settings(system, directory, default_reuse_tolerance_ns, default_guard_age_ns, false);
   if (options.lock_dir) settings.fix.lock_dir = *options.lock_dir;
-  EntryLabel label{target.kind, target.resource};
-  const std::string_view prefix = "global setup at ";
-  if (target.kind == LockKind::global_setup && label.path.starts_with(prefix))
-    label.path.erase(0, prefix.size());
+  const EntryLabel label{target.kind, target.root};
   EntryJudge judge(system, directory, settings);
   const Judgement judged = judge.entry(name, &label);
   return RunFix{judged.verdict.fix, judged.verdict.fix_argv, judged.decision.why,

@@ -385,34 +385,15 @@ std::expected<Filter, std::string> make_filter(const StatusOptions& o) {
   return filter;
 }
 
-/// The lock names of the LOCKPATH arguments, moving `area` to their directory when no
-/// --lock-dir was given. A usage message when they are not entries of one lock area.
+/// The lock names of the LOCKPATH arguments (read_lock_paths), moving `area` to their
+/// directory when no --lock-dir was given. A usage message when they are not entries of one
+/// lock area.
 std::expected<std::set<std::string>, std::string> lock_path_filter(System& system, const StatusOptions& o,
                                                                    LockArea& area) {
+  auto paths = read_lock_paths(system, o.lock_paths, area, !o.area.lock_dir.empty());
+  if (!paths) return std::unexpected(paths.error());
   std::set<std::string> names;
-  std::optional<std::string> directory;
-  for (const std::string& given : o.lock_paths) {
-    std::string path = node_normalize(given);
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    const bool bare = path.find('/') == std::string::npos;
-    const std::string name = bare ? path : path.substr(path.rfind('/') + 1);
-    const EntryName entry = parse_entry_name(name);
-    if (entry.role == EntryRole::unknown)
-      return std::unexpected(fmt::format("{}: not an Apnea lock entry name", given));
-    names.insert(entry.lock_name());
-    if (bare) continue;
-    const std::string dir = node_dirname(path);
-    if (directory && *directory != dir)
-      return std::unexpected(fmt::format("{}: not in the same lock area as {}", given, *directory));
-    directory = dir;
-  }
-  if (directory && node_normalize(*directory) != node_normalize(area.directory)) {
-    if (!o.area.lock_dir.empty())
-      return std::unexpected(fmt::format("{} is not inside --lock-dir {}", *directory, area.directory));
-    area.directory = *directory;
-    area.explicit_directory = *directory != node_normalize(default_lock_directory(system));
-    area.may_be_absent = false;
-  }
+  for (const LockPath& path : *paths) names.insert(path.entry.lock_name());
   return names;
 }
 
