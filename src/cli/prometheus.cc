@@ -1,11 +1,13 @@
 #include "cli/prometheus.h"
 
+#include "cli/atomic_file.h"
 #include "cli/fields.h"
 #include "cli/text.h"
 
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 
 #include "apnea_locks/owner.h"
@@ -139,6 +141,15 @@ std::string prometheus_text(const std::vector<MetricsReport>& reports) {
              "{:.3f}", static_cast<double>(report.summary->oldest_lock_age_ns.value_or(0)) / 1e9));
        });
   return out.take();
+}
+
+std::expected<void, std::string> write_metrics(System& system, const std::vector<MetricsReport>& reports,
+                                               const std::string& output_file) {
+  const std::string text = prometheus_text(reports);
+  if (!output_file.empty()) return write_file_atomically(system, output_file, text);
+  fmt::print("{}", text);
+  std::fflush(stdout);
+  return {};
 }
 
 }  // namespace apnea_locks::cli
