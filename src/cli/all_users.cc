@@ -15,10 +15,6 @@
 #include "cli/commands.h"
 #include "cli/text.h"
 
-#ifndef APNEA_LOCKS_VERSION
-#define APNEA_LOCKS_VERSION "unknown"
-#endif
-
 namespace apnea_locks::cli {
 namespace {
 
@@ -438,9 +434,7 @@ AccountReport survey_as_account(System& system, const Account& account,
 }
 
 MetricsReport account_metrics(const AccountArea& area, const AccountReport* report) {
-  MetricsReport metrics;
-  metrics.lock_dir = area.lock_directory;
-  metrics.version = APNEA_LOCKS_VERSION;
+  MetricsReport metrics = area_metrics(area.lock_directory);
   if (const std::string user = user_name(area); !user.empty()) metrics.user = user;
   if (report == nullptr) {
     metrics.area_safe = false;

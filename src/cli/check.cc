@@ -27,10 +27,6 @@
 #include "cli/render.h"
 #include "cli/summary.h"
 
-#ifndef APNEA_LOCKS_VERSION
-#define APNEA_LOCKS_VERSION "unknown"
-#endif
-
 namespace apnea_locks::cli {
 namespace {
 
@@ -644,9 +640,7 @@ int check_one_area(System& system, const CheckOptions& o, const Thresholds& t) {
   if (!policy) return unknown_line("usage: " + policy.error());
 
   const Pass pass = judge_pass(system, area, o, t, *labels, *policy, nullptr);
-  MetricsReport metrics;
-  metrics.lock_dir = area.directory;
-  metrics.version = APNEA_LOCKS_VERSION;
+  MetricsReport metrics = area_metrics(area.directory);
   metrics.area_safe = pass.area_safe;
   metrics.scrape_success = pass.scrape_success;
   if (pass.listed) metrics.summary = &pass.findings.summary;

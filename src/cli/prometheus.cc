@@ -12,6 +12,10 @@
 
 #include "apnea_locks/owner.h"
 
+#ifndef APNEA_LOCKS_VERSION
+#define APNEA_LOCKS_VERSION "unknown"
+#endif
+
 namespace apnea_locks::cli {
 namespace {
 
@@ -76,6 +80,13 @@ std::string prometheus_label_value(std::string_view text) {
     }
   }
   return out;
+}
+
+MetricsReport area_metrics(std::string lock_dir) {
+  MetricsReport report;
+  report.lock_dir = std::move(lock_dir);
+  report.version = APNEA_LOCKS_VERSION;
+  return report;
 }
 
 std::string prometheus_text(const MetricsReport& report) {

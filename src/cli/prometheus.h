@@ -28,6 +28,10 @@ struct MetricsReport {
   std::optional<std::string> user;
 };
 
+/// The report of the area at `lock_dir`, by this apnea-locks: safe and scraped until the
+/// pass says otherwise, no counts yet.
+MetricsReport area_metrics(std::string lock_dir);
+
 /// The exposition text: every family with `# HELP` and `# TYPE` lines, one sample per line,
 /// ending in a newline. apnea_locks_entries has a sample (0 when none) for every
 /// (kind, role, state) an entry can have, plus any other seen.

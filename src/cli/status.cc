@@ -33,10 +33,6 @@
 #include "cli/terminal.h"
 #include "cli/text.h"
 
-#ifndef APNEA_LOCKS_VERSION
-#define APNEA_LOCKS_VERSION "unknown"
-#endif
-
 namespace apnea_locks::cli {
 namespace {
 
@@ -706,9 +702,7 @@ int status_one_area(System& system, const StatusOptions& o, const Presentation& 
   const LockArea& area = opened.area;
   Output output(shown, !o.noheadings, terminal);
   AreaSummary summary;
-  MetricsReport metrics;
-  metrics.lock_dir = area.directory;
-  metrics.version = APNEA_LOCKS_VERSION;
+  MetricsReport metrics = area_metrics(area.directory);
   const AreaCheck check = check_lock_area(system, area);
   if (!check.safe() && check.problem != AreaProblem::missing) {
     // Prominent and alone: one line naming the path (and the JSON document saying so).
