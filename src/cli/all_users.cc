@@ -19,8 +19,10 @@ namespace apnea_locks::cli {
 namespace {
 
 // The wire between a surveying child and the parent: frames of a type letter and byte
-// fields, each count and size a native u64. 'r' is an entry shown (RenderedEntry), 'a' the
-// rest of the report (sent last), 'E' why the child could not survey.
+// fields, each count and size a native u64.
+constexpr char entry_frame = 'r';    ///< an entry shown (RenderedEntry)
+constexpr char report_frame = 'a';   ///< the rest of the report, sent last
+constexpr char failure_frame = 'E';  ///< why the child could not survey (one line)
 
 void put_u64(std::string& out, std::uint64_t value) {
   char bytes[8];
@@ -282,8 +284,8 @@ void read_report(FieldReader& in, AccountReport& report) {
                                    const AccountSurvey& survey, int fd) {
   if (account.uid != system.uid()) {
     if (auto dropped = system.become(account); !dropped) {
-      send_frame(fd, 'E', {fmt::format("cannot become {}: {}", printable(account.name),
-                                       errno_text(dropped.error()))});
+      send_frame(fd, failure_frame, {fmt::format("cannot become {}: {}", printable(account.name),
+                                                 errno_text(dropped.error()))});
       ::_exit(exit_unsafe);
     }
   }
@@ -291,11 +293,11 @@ void read_report(FieldReader& in, AccountReport& report) {
     const AccountReport report = survey([fd](const RenderedEntry& entry) {
       FieldWriter out;
       write_entry(out, entry);
-      send_frame(fd, 'r', out.fields());
+      send_frame(fd, entry_frame, out.fields());
     });
-    send_frame(fd, 'a', report_fields(report));
+    send_frame(fd, report_frame, report_fields(report));
   } catch (const std::exception& error) {
-    send_frame(fd, 'E',
+    send_frame(fd, failure_frame,
                {fmt::format("survey as {} failed: {}", printable(account.name), error.what())});
     ::_exit(exit_unsafe);
   }
@@ -322,12 +324,15 @@ AccountReport report_of(const Account& account, const std::string& received, int
   std::optional<std::string> error;
   const bool whole = decode_frames(received, [&](Frame& frame) {
     FieldReader in(frame.fields);
-    if (frame.type == 'r') report.entries.push_back(read_entry(in));
-    else if (frame.type == 'a') {
-      sent = true;
-      read_report(in, report);
+    switch (frame.type) {
+      case entry_frame: report.entries.push_back(read_entry(in)); break;
+      case report_frame:
+        sent = true;
+        read_report(in, report);
+        break;
+      case failure_frame: error = in.text(); break;
+      default: break;
     }
-    else if (frame.type == 'E') error = in.text();
   });
   if (!error && whole && sent && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     report.finished = true;
