@@ -563,9 +563,11 @@ void print_all_users(const AllUsers& all, const CheckOptions& o, const Threshold
                      const std::string& tmpdir, int status) {
   const std::vector<std::string>& problems = all.problems;
   std::string text = summary_text(all.total, t);
-  if (!problems.empty())
-    text = fmt::format("{}{}; {}", problems.front(),
-                       problems.size() > 1 ? fmt::format(" (and {} more)", problems.size() - 1) : "", text);
+  if (!problems.empty()) {
+    const std::string more =
+        problems.size() > 1 ? fmt::format(" (and {} more)", problems.size() - 1) : "";
+    text = fmt::format("{}{}; {}", problems.front(), more, text);
+  }
   text += fmt::format(" in {}", plural(all.users.size(), "account's area", "accounts' areas"));
   print_line(status, line_text(text), perfdata(all.total, t));
   std::vector<std::string> lines(problems.begin() + (problems.empty() ? 0 : 1), problems.end());
