@@ -127,10 +127,6 @@ std::string line_text(std::string_view text) {
   return out;
 }
 
-std::string plural(std::size_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
-}
-
 /// The -w and -c ranges by metric ("age" for the lock age).
 struct Thresholds {
   std::map<std::string, NagiosRange> warning;

@@ -351,10 +351,6 @@ class Output {
     return out;
   }
 
-  static std::string plural(std::size_t n, std::string_view one, std::string_view many) {
-    return fmt::format("{} {}", n, n == 1 ? one : many);
-  }
-
   Presentation shown_;
   bool headings_;
   Terminal terminal_;
