@@ -10,12 +10,19 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "cli/text.h"
 
 namespace apnea_locks::cli {
 namespace {
+
+// The wire between a surveying child and the parent: frames of a type letter and byte
+// fields, each count and size a native u64.
+constexpr char entry_frame = 'r';    ///< an entry shown (RenderedEntry)
+constexpr char report_frame = 'a';   ///< the rest of the report, sent last
+constexpr char failure_frame = 'E';  ///< why the child could not survey (one line)
 
 void put_u64(std::string& out, std::uint64_t value) {
   char bytes[8];
@@ -31,8 +38,31 @@ bool get_u64(const std::string& in, std::size_t& at, std::uint64_t& value) {
   return true;
 }
 
+/// One message from a surveying child: a type letter and its fields (any bytes).
+struct Frame {
+  char type = 0;
+  std::vector<std::string> fields;
+};
+
+/// Sends one frame to the parent (a pipe); a parent that went away ends the child.
+void send_frame(int fd, char type, const std::vector<std::string>& fields) {
+  std::string out(1, type);
+  put_u64(out, fields.size());
+  for (const std::string& field : fields) {
+    put_u64(out, field.size());
+    out += field;
+  }
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) ::_exit(exit_unsafe);  // the parent is gone: nobody reads the rest
+    done += static_cast<std::size_t>(n);
+  }
+}
+
 /// Decodes the frames of `in`; false when it ends in the middle of one.
-bool decode_frames(const std::string& in, const std::function<void(const Frame&)>& on_frame) {
+bool decode_frames(const std::string& in, const std::function<void(Frame&)>& on_frame) {
   std::size_t at = 0;
   while (at < in.size()) {
     Frame frame;
@@ -50,28 +80,293 @@ bool decode_frames(const std::string& in, const std::function<void(const Frame&)
   return true;
 }
 
-std::size_t number(const std::string& text) {
-  std::size_t value = 0;
-  for (char c : text) value = value * 10 + static_cast<std::size_t>(c - '0');
-  return value;
+/// A frame's fields as they are written: text, numbers, flags and lists.
+class FieldWriter {
+ public:
+  void text(std::string text) { out_.push_back(std::move(text)); }
+  void number(std::int64_t value) { out_.push_back(fmt::format("{}", value)); }
+  void size(std::size_t value) { out_.push_back(fmt::format("{}", value)); }
+  void flag(bool value) { out_.push_back(value ? "1" : "0"); }
+  void optional(const std::optional<std::string>& text) {
+    flag(text.has_value());
+    if (text) out_.push_back(*text);
+  }
+  void list(const std::vector<std::string>& texts) {
+    size(texts.size());
+    out_.insert(out_.end(), texts.begin(), texts.end());
+  }
+  std::vector<std::string>& fields() { return out_; }
+
+ private:
+  std::vector<std::string> out_;
+};
+
+/// Reads the fields FieldWriter wrote, in the same order; past the end, empty and zero.
+class FieldReader {
+ public:
+  explicit FieldReader(std::vector<std::string>& in) : in_(in) {}
+  std::string text() { return at_ < in_.size() ? std::move(in_[at_++]) : std::string(); }
+  std::int64_t number() {
+    const std::string digits = text();
+    const bool negative = !digits.empty() && digits[0] == '-';
+    std::int64_t value = 0;
+    for (char c : std::string_view(digits).substr(negative ? 1 : 0)) value = value * 10 + (c - '0');
+    return negative ? -value : value;
+  }
+  std::size_t size() { return static_cast<std::size_t>(number()); }
+  bool flag() { return text() == "1"; }
+  std::optional<std::string> optional() {
+    if (!flag()) return std::nullopt;
+    return text();
+  }
+  std::vector<std::string> list() {
+    std::vector<std::string> out(size());
+    for (std::string& text : out) text = this->text();
+    return out;
+  }
+
+ private:
+  std::vector<std::string>& in_;
+  std::size_t at_ = 0;
+};
+
+void write_order(FieldWriter& out, const EntryOrder& order) {
+  out.number(std::get<0>(order));
+  out.number(std::get<1>(order));
+  out.number(std::get<2>(order));
+  out.text(std::get<3>(order));
+}
+
+EntryOrder read_order(FieldReader& in) {
+  const int a = static_cast<int>(in.number());
+  const int b = static_cast<int>(in.number());
+  const int c = static_cast<int>(in.number());
+  return EntryOrder{a, b, c, in.text()};
+}
+
+void write_entry(FieldWriter& out, const RenderedEntry& entry) {
+  write_order(out, entry.order);
+  out.text(entry.colour);
+  out.list(entry.cells);
+}
+
+RenderedEntry read_entry(FieldReader& in) {
+  RenderedEntry entry;
+  entry.order = read_order(in);
+  entry.colour = in.text();
+  entry.cells = in.list();
+  return entry;
+}
+
+template <typename Map>
+void write_counts(FieldWriter& out, const Map& counts) {
+  out.size(counts.size());
+  for (const auto& [name, count] : counts) {
+    out.text(name);
+    out.size(count);
+  }
+}
+
+template <typename Map>
+void read_counts(FieldReader& in, Map& counts) {
+  for (std::size_t i = 0, n = in.size(); i < n; ++i) {
+    std::string name = in.text();
+    counts[std::move(name)] = in.size();
+  }
+}
+
+void write_next(FieldWriter& out, const NextStep& x) {
+  write_order(out, x.order);
+  for (const std::string* text :
+       {&x.name, &x.path, &x.description, &x.state, &x.reason, &x.fix, &x.next_step, &x.why})
+    out.text(*text);
+  out.list(x.fix_argv);
+}
+
+NextStep read_next(FieldReader& in) {
+  NextStep x;
+  x.order = read_order(in);
+  for (std::string* text :
+       {&x.name, &x.path, &x.description, &x.state, &x.reason, &x.fix, &x.next_step, &x.why})
+    *text = in.text();
+  x.fix_argv = in.list();
+  return x;
+}
+
+void write_summary(FieldWriter& out, const AreaSummary& s) {
+  for (std::size_t count : {s.scanned, s.shown, s.attention, s.locks, s.live, s.stale, s.malformed,
+                            s.debris, s.leftover_guards})
+    out.size(count);
+  out.optional(s.oldest_lock_age_ns ? std::optional(fmt::format("{}", *s.oldest_lock_age_ns))
+                                    : std::nullopt);
+  write_counts(out, s.states);
+  write_counts(out, s.roles);
+  out.size(s.classes.size());
+  for (const auto& [key, count] : s.classes) {
+    out.text(std::get<0>(key));
+    out.text(std::get<1>(key));
+    out.text(std::get<2>(key));
+    out.size(count);
+  }
+  out.flag(s.next.has_value());
+  if (s.next) write_next(out, *s.next);
+}
+
+AreaSummary read_summary(FieldReader& in) {
+  AreaSummary s;
+  for (std::size_t* count : {&s.scanned, &s.shown, &s.attention, &s.locks, &s.live, &s.stale,
+                             &s.malformed, &s.debris, &s.leftover_guards})
+    *count = in.size();
+  if (in.flag()) s.oldest_lock_age_ns = in.number();
+  read_counts(in, s.states);
+  read_counts(in, s.roles);
+  for (std::size_t i = 0, n = in.size(); i < n; ++i) {
+    std::string kind = in.text();
+    std::string role = in.text();
+    std::string state = in.text();
+    s.classes[EntryClass{std::move(kind), std::move(role), std::move(state)}] = in.size();
+  }
+  if (in.flag()) s.next = read_next(in);
+  return s;
+}
+
+void write_findings(FieldWriter& out, const CheckFindings& f) {
+  for (std::size_t count :
+       {f.stale_attention, f.blocking_guards, f.old_locks_warning, f.old_locks_critical})
+    out.size(count);
+  out.list(f.critical_details);
+  out.list(f.details);
+  out.list(f.fine);
+}
+
+CheckFindings read_findings(FieldReader& in) {
+  CheckFindings f;
+  for (std::size_t* count :
+       {&f.stale_attention, &f.blocking_guards, &f.old_locks_warning, &f.old_locks_critical})
+    *count = in.size();
+  f.critical_details = in.list();
+  f.details = in.list();
+  f.fine = in.list();
+  return f;
+}
+
+/// The report but its entries, as the fields of the child's last frame.
+std::vector<std::string> report_fields(const AccountReport& report) {
+  FieldWriter out;
+  out.optional(report.check);
+  out.text(report.message);
+  out.optional(report.error);
+  out.flag(report.area_safe);
+  out.flag(report.scrape_success);
+  out.flag(report.summary.has_value());
+  if (report.summary) write_summary(out, *report.summary);
+  out.number(report.status);
+  write_findings(out, report.findings);
+  return std::move(out.fields());
+}
+
+/// Reads report_fields into `report` (whose entries arrived before).
+void read_report(FieldReader& in, AccountReport& report) {
+  report.check = in.optional();
+  report.message = in.text();
+  report.error = in.optional();
+  report.area_safe = in.flag();
+  report.scrape_success = in.flag();
+  if (in.flag()) report.summary = read_summary(in);
+  report.status = static_cast<int>(in.number());
+  report.findings = read_findings(in);
+}
+
+/// In the child: becomes `account` for good, runs `survey` streaming the entries it shows,
+/// sends its report, and leaves with _exit (nothing of the parent's, such as its stdout
+/// buffer, is flushed twice).
+[[noreturn]] void run_survey_child(System& system, const Account& account,
+                                   const AccountSurvey& survey, int fd) {
+  if (account.uid != system.uid()) {
+    if (auto dropped = system.become(account); !dropped) {
+      send_frame(fd, failure_frame, {fmt::format("cannot become {}: {}", printable(account.name),
+                                                 errno_text(dropped.error()))});
+      ::_exit(exit_unsafe);
+    }
+  }
+  try {
+    const AccountReport report = survey([fd](const RenderedEntry& entry) {
+      FieldWriter out;
+      write_entry(out, entry);
+      send_frame(fd, entry_frame, out.fields());
+    });
+    send_frame(fd, report_frame, report_fields(report));
+  } catch (const std::exception& error) {
+    send_frame(fd, failure_frame,
+               {fmt::format("survey as {} failed: {}", printable(account.name), error.what())});
+    ::_exit(exit_unsafe);
+  }
+  ::_exit(0);
+}
+
+/// Everything `fd` gives until its end.
+std::string read_all(int fd) {
+  std::string received;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    received.append(buffer, static_cast<std::size_t>(n));
+  }
+  return received;
+}
+
+/// The report of the frames in `received` from a child that ended with `status`.
+AccountReport report_of(const Account& account, const std::string& received, int status) {
+  AccountReport report;
+  bool sent = false;
+  std::optional<std::string> error;
+  const bool whole = decode_frames(received, [&](Frame& frame) {
+    FieldReader in(frame.fields);
+    switch (frame.type) {
+      case entry_frame: report.entries.push_back(read_entry(in)); break;
+      case report_frame:
+        sent = true;
+        read_report(in, report);
+        break;
+      case failure_frame: error = in.text(); break;
+      default: break;
+    }
+  });
+  if (!error && whole && sent && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    report.finished = true;
+    return report;
+  }
+  report.scrape_success = false;
+  const std::string ended = WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status))
+                                                : fmt::format("exit {}", WEXITSTATUS(status));
+  report.error = error ? *error
+                       : fmt::format("the survey as {} did not finish ({})",
+                                     printable(account.name), ended);
+  return report;
+}
+
+/// A report that the survey as `account` could not start: `step` failed with `error`.
+AccountReport not_started(const Account& account, std::string_view step, int error) {
+  AccountReport report;
+  report.scrape_success = false;
+  report.error = fmt::format("cannot survey as {}: {}: {}", printable(account.name), step,
+                             errno_text(std::error_code(error, std::generic_category())));
+  return report;
 }
 
 }  // namespace
 
-void FrameWriter::send(char type, const std::vector<std::string>& fields) {
-  std::string out(1, type);
-  put_u64(out, fields.size());
-  for (const std::string& field : fields) {
-    put_u64(out, field.size());
-    out += field;
-  }
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::write(fd_, out.data() + done, out.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ::_exit(exit_unsafe);  // the parent is gone: nobody reads the rest
-    done += static_cast<std::size_t>(n);
-  }
+void CheckFindings::add(const CheckFindings& other) {
+  stale_attention += other.stale_attention;
+  blocking_guards += other.blocking_guards;
+  old_locks_warning += other.old_locks_warning;
+  old_locks_critical += other.old_locks_critical;
+  critical_details.insert(critical_details.end(), other.critical_details.begin(),
+                          other.critical_details.end());
+  details.insert(details.end(), other.details.begin(), other.details.end());
+  fine.insert(fine.end(), other.fine.begin(), other.fine.end());
 }
 
 void add_all_users_option(po::options_description& options, bool& all_users) {
@@ -117,13 +412,10 @@ std::string misfit_line(const AccountArea& area) {
   return fmt::format("{}: {}", printable(area.top), area.message());
 }
 
-std::expected<void, std::string> survey_as_account(
-    System& system, const Account& account, const std::function<void(FrameWriter&)>& survey,
-    const std::function<void(const Frame&)>& on_frame) {
+AccountReport survey_as_account(System& system, const Account& account,
+                                const AccountSurvey& survey) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    return std::unexpected(fmt::format("cannot survey as {}: pipe: {}", printable(account.name),
-                                       errno_text(std::error_code(errno, std::generic_category()))));
+  if (::pipe2(fds, O_CLOEXEC) != 0) return not_started(account, "pipe", errno);
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t child = ::fork();
@@ -131,142 +423,32 @@ std::expected<void, std::string> survey_as_account(
     const int error = errno;
     ::close(fds[0]);
     ::close(fds[1]);
-    return std::unexpected(fmt::format("cannot survey as {}: fork: {}", printable(account.name),
-                                       errno_text(std::error_code(error, std::generic_category()))));
+    return not_started(account, "fork", error);
   }
   if (child == 0) {
-    // The child: becomes the account for good, surveys, and leaves with _exit (nothing of
-    // the parent's, such as its stdout buffer, is flushed twice).
     ::close(fds[0]);
-    FrameWriter writer(fds[1]);
-    if (account.uid != system.uid()) {
-      if (auto dropped = system.become(account); !dropped) {
-        writer.send('E', {fmt::format("cannot become {}: {}", printable(account.name),
-                                      errno_text(dropped.error()))});
-        ::_exit(exit_unsafe);
-      }
-    }
-    try {
-      survey(writer);
-    } catch (const std::exception& error) {
-      writer.send('E', {fmt::format("survey as {} failed: {}", printable(account.name), error.what())});
-      ::_exit(exit_unsafe);
-    }
-    writer.send('.', {});
-    ::_exit(0);
+    run_survey_child(system, account, survey, fds[1]);
   }
   ::close(fds[1]);
-  std::string received;
-  char buffer[65536];
-  while (true) {
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    received.append(buffer, static_cast<std::size_t>(n));
-  }
+  const std::string received = read_all(fds[0]);
   ::close(fds[0]);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  bool finished = false;
-  std::optional<std::string> error;
-  const bool whole = decode_frames(received, [&](const Frame& frame) {
-    if (frame.type == '.') finished = true;
-    else if (frame.type == 'E') error = frame.fields.empty() ? std::string() : frame.fields[0];
-    else on_frame(frame);
-  });
-  if (error) return std::unexpected(*error);
-  if (!whole || !finished || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return std::unexpected(fmt::format("the survey as {} did not finish ({})", printable(account.name),
-                                       WIFSIGNALED(status) ? fmt::format("signal {}", WTERMSIG(status))
-                                                           : fmt::format("exit {}", WEXITSTATUS(status))));
-  return {};
+  return report_of(account, received, status);
 }
 
-std::vector<std::string> summary_fields(const AreaSummary& s) {
-  auto n = [](std::size_t value) { return fmt::format("{}", value); };
-  std::vector<std::string> out = {n(s.scanned), n(s.shown), n(s.attention), n(s.locks),
-                                  n(s.live), n(s.stale), n(s.malformed), n(s.debris),
-                                  n(s.leftover_guards),
-                                  s.oldest_lock_age_ns ? fmt::format("{}", *s.oldest_lock_age_ns) : ""};
-  out.push_back(n(s.states.size()));
-  for (const auto& [name, count] : s.states) {
-    out.push_back(name);
-    out.push_back(n(count));
+MetricsReport account_metrics(const AccountArea& area, const AccountReport* report) {
+  MetricsReport metrics = area_metrics(area.lock_directory);
+  if (const std::string user = user_name(area); !user.empty()) metrics.user = user;
+  if (report == nullptr) {
+    metrics.area_safe = false;
+    return metrics;
   }
-  out.push_back(n(s.roles.size()));
-  for (const auto& [name, count] : s.roles) {
-    out.push_back(name);
-    out.push_back(n(count));
-  }
-  out.push_back(n(s.classes.size()));
-  for (const auto& [key, count] : s.classes) {
-    out.push_back(std::get<0>(key));
-    out.push_back(std::get<1>(key));
-    out.push_back(std::get<2>(key));
-    out.push_back(n(count));
-  }
-  out.push_back(s.next ? "1" : "0");
-  if (s.next) {
-    const NextStep& x = *s.next;
-    out.push_back(fmt::format("{}", std::get<0>(x.order)));
-    out.push_back(fmt::format("{}", std::get<1>(x.order)));
-    out.push_back(fmt::format("{}", std::get<2>(x.order)));
-    for (const std::string* text : {&std::get<3>(x.order), &x.name, &x.path, &x.description, &x.state,
-                                    &x.reason, &x.fix, &x.next_step, &x.why})
-      out.push_back(*text);
-    out.push_back(n(x.fix_argv.size()));
-    for (const std::string& word : x.fix_argv) out.push_back(word);
-  }
-  return out;
-}
-
-AreaSummary summary_from_fields(const std::vector<std::string>& in) {
-  AreaSummary s;
-  std::size_t at = 0;
-  auto next = [&]() -> const std::string& {
-    static const std::string none;
-    return at < in.size() ? in[at++] : none;
-  };
-  s.scanned = number(next());
-  s.shown = number(next());
-  s.attention = number(next());
-  s.locks = number(next());
-  s.live = number(next());
-  s.stale = number(next());
-  s.malformed = number(next());
-  s.debris = number(next());
-  s.leftover_guards = number(next());
-  if (const std::string& oldest = next(); !oldest.empty())
-    s.oldest_lock_age_ns = static_cast<std::int64_t>(std::stoll(oldest));
-  for (std::size_t i = 0, count = number(next()); i < count; ++i) {
-    std::string name = next();
-    s.states[name] = number(next());
-  }
-  for (std::size_t i = 0, count = number(next()); i < count; ++i) {
-    std::string name = next();
-    s.roles[name] = number(next());
-  }
-  for (std::size_t i = 0, count = number(next()); i < count; ++i) {
-    std::string kind = next();
-    std::string role = next();
-    std::string state = next();
-    s.classes[EntryClass{kind, role, state}] = number(next());
-  }
-  if (next() == "1") {
-    NextStep x;
-    const int a = std::stoi(next());
-    const int b = std::stoi(next());
-    const int c = std::stoi(next());
-    std::string key = next();
-    x.order = EntryOrder{a, b, c, key};
-    for (std::string* text : {&x.name, &x.path, &x.description, &x.state, &x.reason, &x.fix,
-                              &x.next_step, &x.why})
-      *text = next();
-    for (std::size_t i = 0, count = number(next()); i < count; ++i) x.fix_argv.push_back(next());
-    s.next = std::move(x);
-  }
-  return s;
+  metrics.area_safe = report->area_safe;
+  metrics.scrape_success = report->scrape_success;
+  if (report->finished && report->summary) metrics.summary = &*report->summary;
+  return metrics;
 }
 
 void merge_summary(AreaSummary& into, const AreaSummary& from) {

@@ -19,7 +19,6 @@
 #include "apnea_locks/classify.h"
 #include "apnea_locks/lock_area.h"
 #include "cli/all_users.h"
-#include "cli/atomic_file.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/entry_report.h"
@@ -27,10 +26,6 @@
 #include "cli/prometheus.h"
 #include "cli/render.h"
 #include "cli/summary.h"
-
-#ifndef APNEA_LOCKS_VERSION
-#define APNEA_LOCKS_VERSION "unknown"
-#endif
 
 namespace apnea_locks::cli {
 namespace {
@@ -132,10 +127,6 @@ std::string line_text(std::string_view text) {
   return out;
 }
 
-std::string plural(std::size_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", n, n == 1 ? one : many);
-}
-
 /// The -w and -c ranges by metric ("age" for the lock age).
 struct Thresholds {
   std::map<std::string, NagiosRange> warning;
@@ -213,16 +204,10 @@ std::string age_words(const NagiosRange& range) {
   return fmt::format("aged {} {}s", range.inside ? "within" : "outside", range.text());
 }
 
-/// What the pass found that a human must act on.
-struct Findings {
+/// What the pass found that a human must act on: the totals, and check's own counts and
+/// lines (CheckFindings, as --all-users reports them).
+struct Findings : CheckFindings {
   AreaSummary summary;
-  std::size_t stale_attention = 0;       ///< stale locks that need attention
-  std::size_t blocking_guards = 0;       ///< recent guards of dead locks: Apnea is refused
-  std::size_t old_locks_warning = 0;     ///< locks whose age alerts the -w range
-  std::size_t old_locks_critical = 0;    ///< locks whose age alerts the -c range
-  std::vector<std::string> critical_details;  ///< long-output lines of CRITICAL findings
-  std::vector<std::string> details;           ///< the others that need a human
-  std::vector<std::string> fine;              ///< entries that need nothing (-vv)
 
   void detail(bool critical_entry, std::string line) {
     (critical_entry ? critical_details : details).push_back(std::move(line));
@@ -344,6 +329,25 @@ void print_line(int status, std::string_view summary, std::string_view perf = {}
 
 std::string yes_no(bool value) { return value ? "yes" : "no"; }
 
+/// A plugin reports every failure on its status line, as UNKNOWN.
+int unknown_line(std::string_view message) {
+  arm_timeout(0, {}, unknown);
+  print_line(unknown, line_text(message));
+  std::fflush(stdout);
+  return static_cast<int>(unknown);
+}
+
+/// From here on, anything can hang (a network filesystem, a stuck /proc read): -t ends it
+/// with an UNKNOWN line saying it was checking `what`.
+void arm_check_timeout(const CheckOptions& o, std::string_view what) {
+  const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
+  arm_timeout(static_cast<unsigned>(timeout_s),
+              fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
+                          line_text(fmt::format("timed out after {}s (-t) checking {}",
+                                                timeout_s, what))),
+              unknown);
+}
+
 /// One judging pass over one area: what check's status line says about it.
 struct Pass {
   Findings findings;
@@ -440,199 +444,191 @@ int worse(int a, int b) {
   return rank(a) >= rank(b) ? a : b;
 }
 
-std::string count_text(std::size_t n) { return fmt::format("{}", n); }
-
-/// check --all-users: each account's area judged by a child that has become the account
-/// (judge_pass, as for one area); one status line over all of them, perfdata summed.
-int check_all_users(System& system, const CheckOptions& o, const Thresholds& t,
-                    const std::function<int(std::string_view)>& unknown_line) {
-  const std::string tmpdir = node_tmpdir(system);
-  const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
-  arm_timeout(static_cast<unsigned>(timeout_s),
-              fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
-                          line_text(fmt::format("timed out after {}s (-t) checking every account's "
-                                                "lock area under {}", timeout_s, tmpdir))),
-              unknown);
-  auto found = find_account_areas(system);
-  if (!found)
-    return unknown_line(fmt::format("cannot list {}: {}", tmpdir, errno_text(found.error())));
-  Findings total;
-  std::vector<MetricsReport> reports;  // --prometheus: one per apnea-* entry
-  std::deque<AreaSummary> summaries;   // theirs (stable addresses)
-  auto report_of = [&](const AccountArea& area) {
-    MetricsReport report;
-    report.lock_dir = area.lock_directory;
-    report.version = APNEA_LOCKS_VERSION;
-    if (const std::string user = user_name(area); !user.empty()) report.user = user;
-    return report;
-  };
-  std::vector<std::string> problems;  // areas not judged, or judged unsafe
-  int area_status = ok;
-  std::vector<std::string> users;
-  for (const AccountArea& area : *found) {
-    if (!area.surveyable()) {
-      problems.push_back(fmt::format("{}: {}", area.top, area.message()));  // line_text escapes
-      area_status = worse(area_status, critical);
-      MetricsReport report = report_of(area);
-      report.area_safe = false;
-      report.check_status = critical;
-      reports.push_back(std::move(report));
-      continue;
-    }
-    const Account& account = *area.account;
-    const std::string user = user_name(area);
-    users.push_back(user);
-    MetricsReport report = report_of(area);
-    auto survey = [&](FrameWriter& out) {
-      System& own = real_system();
-      const LockArea mine = account_lock_area(area);
-      auto labels = build_labels(own, mine, o.labels);
-      if (!labels) {
-        out.send('p', {count_text(unknown), labels.error(), "0", "1", "0"});
-        return;
-      }
-      auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
-      if (!policy) {
-        out.send('p', {count_text(unknown), policy.error(), "0", "1", "0"});
-        return;
-      }
-      policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
-      policy->fix.user = user;
-      const Pass pass = judge_pass(own, mine, o, t, *labels, *policy, &user);
-      out.send('p', {count_text(static_cast<std::size_t>(pass.status)), pass.problem.value_or(""),
-                     pass.listed ? "1" : "0", pass.area_safe ? "1" : "0",
-                     pass.scrape_success ? "1" : "0"});
-      if (!pass.listed) return;
-      const Findings& f = pass.findings;
-      out.send('f', {count_text(f.stale_attention), count_text(f.blocking_guards),
-                     count_text(f.old_locks_warning), count_text(f.old_locks_critical)});
-      out.send('s', summary_fields(f.summary));
-      for (const std::string& line : f.critical_details) out.send('d', {user + ": " + line});
-      for (const std::string& line : f.details) out.send('D', {user + ": " + line});
-      for (const std::string& line : f.fine) out.send('o', {user + ": " + line});
-    };
-    auto number = [](const std::string& text) { return static_cast<std::size_t>(std::stoull(text)); };
-    auto receive = [&](const Frame& frame) {
-      const auto& f = frame.fields;
-      switch (frame.type) {
-        case 'p':
-          if (f.size() == 5) {
-            report.check_status = static_cast<int>(number(f[0]));
-            report.area_safe = f[3] == "1";
-            report.scrape_success = f[4] == "1";
-          }
-          if (f.size() == 5 && f[2] == "0") {
-            // Not listed: unsafe (CRITICAL) or unreadable (UNKNOWN), as for one area.
-            problems.push_back(fmt::format("{}: {}", user, f[1]));
-            area_status = worse(area_status, static_cast<int>(number(f[0])));
-          }
-          break;
-        case 'f':
-          if (f.size() == 4) {
-            total.stale_attention += number(f[0]);
-            total.blocking_guards += number(f[1]);
-            total.old_locks_warning += number(f[2]);
-            total.old_locks_critical += number(f[3]);
-          }
-          break;
-        case 's':
-          summaries.push_back(summary_from_fields(f));
-          report.summary = &summaries.back();
-          merge_summary(total.summary, summaries.back());
-          break;
-        case 'd': total.critical_details.push_back(f.at(0)); break;
-        case 'D': total.details.push_back(f.at(0)); break;
-        case 'o': total.fine.push_back(f.at(0)); break;
-        default: break;
-      }
-    };
-    if (auto ran = survey_as_account(system, account, survey, receive); !ran) {
-      problems.push_back(ran.error());
-      area_status = worse(area_status, unknown);
-      report.scrape_success = false;
-      report.summary = nullptr;
-      report.check_status = unknown;
-    }
-    reports.push_back(std::move(report));
-  }
-  const int status = worse(evaluate(total, t), area_status);
-  if (o.prometheus && !o.output_file.empty()) {
-    auto written = write_file_atomically(system, o.output_file, prometheus_text(reports));
-    if (!written) return unknown_line(written.error());
-  }
-  arm_timeout(0, {}, unknown);  // done: nothing may interleave with the output below
-  if (o.prometheus && o.output_file.empty()) {
-    fmt::print("{}", prometheus_text(reports));
-    std::fflush(stdout);
-    return status;
-  }
-  std::string text = summary_text(total, t);
-  if (!problems.empty())
-    text = fmt::format("{}{}; {}", problems.front(),
-                       problems.size() > 1 ? fmt::format(" (and {} more)", problems.size() - 1) : "", text);
-  text += fmt::format(" in {}", plural(users.size(), "account's area", "accounts' areas"));
-  print_line(status, line_text(text), perfdata(total, t));
-  std::vector<std::string> lines(problems.begin() + (problems.empty() ? 0 : 1), problems.end());
-  if (o.verbosity >= 2) {
-    std::string names;
-    for (const std::string& user : users) names += (names.empty() ? "" : " ") + user;
-    lines.push_back(fmt::format("accounts under {}: {}; {} entries", tmpdir,
-                                names.empty() ? "none" : names, total.summary.scanned));
-  }
-  const std::size_t cap = o.verbosity >= 1 ? std::numeric_limits<std::size_t>::max() : max_detail_lines;
+/// Adds the long output of `f` to `lines`: the critical lines first, at most
+/// max_detail_lines of them and the others unless -v, then (-vv) the entries that are fine.
+void add_details(std::vector<std::string>& lines, const Findings& f, int verbosity) {
+  const std::size_t cap =
+      verbosity >= 1 ? std::numeric_limits<std::size_t>::max() : max_detail_lines;
   std::size_t printed = 0;
-  const std::size_t all = total.critical_details.size() + total.details.size();
-  for (const auto* group : {&total.critical_details, &total.details})
+  const std::size_t total = f.critical_details.size() + f.details.size();
+  for (const auto* group : {&f.critical_details, &f.details})
     for (const std::string& line : *group)
       if (printed < cap) {
         lines.push_back(line);
         ++printed;
       }
-  if (all > printed) lines.push_back(fmt::format("... and {} more (-v lists them all)", all - printed));
-  for (const std::string& line : total.fine) lines.push_back(line);
-  for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
+  if (total > printed)
+    lines.push_back(fmt::format("... and {} more (-v lists them all)", total - printed));
+  for (const std::string& line : f.fine) lines.push_back(line);
+}
+
+/// Writes what check found: the metrics (--prometheus; to --output-file while -t still
+/// runs), else `print` writes the status line and the long output. The status to exit with.
+int report_check(System& system, const CheckOptions& o, const std::vector<MetricsReport>& metrics,
+                 int status, const std::function<void()>& print) {
+  if (o.prometheus && !o.output_file.empty()) {
+    auto written = write_metrics(system, metrics, o.output_file);
+    if (!written) return unknown_line(written.error());
+  }
+  arm_timeout(0, {}, unknown);  // done: nothing may interleave with the output below
+  if (o.prometheus && o.output_file.empty()) {
+    (void)write_metrics(system, metrics, o.output_file);  // standard output
+    return status;
+  }
+  print();
   std::fflush(stdout);
   return status;
 }
 
-}  // namespace
-
-int check_main(System& system, const std::vector<std::string>& given) {
-  CheckOptions o;
-  const po::options_description options = describe(o);
-  // A plugin reports every failure on its status line, as UNKNOWN.
-  auto unknown_line = [](std::string_view message) {
-    arm_timeout(0, {}, unknown);
-    print_line(unknown, line_text(message));
-    std::fflush(stdout);
-    return static_cast<int>(unknown);
+/// In the child that has become `area`'s account: judge_pass as for one area, the fix acting
+/// for the account, each long-output line naming the account.
+AccountReport judge_account(const AccountArea& area, const CheckOptions& o, const Thresholds& t) {
+  System& own = real_system();
+  const std::string user = user_name(area);
+  const LockArea mine = account_lock_area(area);
+  AccountReport report;
+  auto failed = [&](std::string error) {
+    report.status = unknown;
+    report.error = std::move(error);
+    report.scrape_success = false;
+    return report;
   };
-  auto [verbosity, args] = take_verbosity(given);
-  o.verbosity = verbosity;
-  auto parsed = try_parse_command_line(args, options);
-  if (!parsed)
-    return unknown_line(fmt::format("usage: {} (see 'apnea-locks check --help')", parsed.error()));
-  if (auto done = standard_action(*parsed, help, options)) return *done;  // -h, -V
-  auto thresholds = thresholds_of(o);
-  if (!thresholds) return unknown_line("usage: " + thresholds.error());
-  const Thresholds& t = *thresholds;
-  if (!o.output_file.empty() && !o.prometheus)
-    return unknown_line("usage: --output-file needs --prometheus");
-  if (o.all_users) {
-    if (auto refused = all_users_usage(system, o.area)) return unknown_line("usage: " + refused->message);
-    return check_all_users(system, o, t, unknown_line);
+  auto labels = build_labels(own, mine, o.labels);
+  if (!labels) return failed(labels.error());
+  auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
+  if (!policy) return failed(policy.error());
+  policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
+  policy->fix.user = user;
+  Pass pass = judge_pass(own, mine, o, t, *labels, *policy, &user);
+  report.status = pass.status;
+  report.area_safe = pass.area_safe;
+  report.scrape_success = pass.scrape_success;
+  if (!pass.listed) {
+    report.error = pass.problem.value_or("");
+    return report;
   }
+  Findings& f = pass.findings;
+  for (auto* group : {&f.critical_details, &f.details, &f.fine})
+    for (std::string& line : *group) line = user + ": " + line;
+  report.summary = std::move(f.summary);
+  report.findings = std::move(f);
+  return report;
+}
 
+/// What check --all-users gathers over the accounts' areas.
+struct AllUsers {
+  Findings total;                      ///< every account's, merged
+  int area_status = ok;                ///< the worst of the areas not judged, or judged unsafe
+  std::vector<std::string> problems;   ///< those areas, one line each
+  std::vector<std::string> users;      ///< the accounts judged
+  std::deque<AccountReport> reports;   ///< the judgements (stable addresses: metrics point in)
+  std::vector<MetricsReport> metrics;  ///< one per apnea-* entry
+};
+
+/// Judges `area` as its account (or reports why not) into `all`.
+void judge_user_area(System& system, const AccountArea& area, const CheckOptions& o,
+                     const Thresholds& t, AllUsers& all) {
+  if (!area.surveyable()) {
+    all.problems.push_back(fmt::format("{}: {}", area.top, area.message()));  // line_text escapes
+    all.area_status = worse(all.area_status, critical);
+    MetricsReport& metrics = all.metrics.emplace_back(account_metrics(area, nullptr));
+    metrics.check_status = critical;
+    return;
+  }
+  const std::string user = user_name(area);
+  all.users.push_back(user);
+  const AccountReport& report = all.reports.emplace_back(survey_as_account(
+      system, *area.account, [&](const ShowEntry&) { return judge_account(area, o, t); }));
+  MetricsReport& metrics = all.metrics.emplace_back(account_metrics(area, &report));
+  metrics.check_status = report.finished ? report.status : unknown;
+  if (!report.finished) {
+    all.problems.push_back(report.error.value_or(""));
+    all.area_status = worse(all.area_status, unknown);
+  } else if (!report.summary) {
+    // Not listed: unsafe (CRITICAL) or unreadable (UNKNOWN), as for one area.
+    all.problems.push_back(fmt::format("{}: {}", user, report.error.value_or("")));
+    all.area_status = worse(all.area_status, report.status);
+  }
+  if (report.summary) merge_summary(all.total.summary, *report.summary);
+  all.total.add(report.findings);
+}
+
+/// check --all-users' status line (the first area not judged, the findings, how many
+/// accounts) and long output.
+void print_all_users(const AllUsers& all, const CheckOptions& o, const Thresholds& t,
+                     const std::string& tmpdir, int status) {
+  const std::vector<std::string>& problems = all.problems;
+  std::string text = summary_text(all.total, t);
+  if (!problems.empty()) {
+    const std::string more =
+        problems.size() > 1 ? fmt::format(" (and {} more)", problems.size() - 1) : "";
+    text = fmt::format("{}{}; {}", problems.front(), more, text);
+  }
+  text += fmt::format(" in {}", plural(all.users.size(), "account's area", "accounts' areas"));
+  print_line(status, line_text(text), perfdata(all.total, t));
+  std::vector<std::string> lines(problems.begin() + (problems.empty() ? 0 : 1), problems.end());
+  if (o.verbosity >= 2) {
+    std::string names;
+    for (const std::string& user : all.users) names += (names.empty() ? "" : " ") + user;
+    lines.push_back(fmt::format("accounts under {}: {}; {} entries", tmpdir,
+                                names.empty() ? "none" : names, all.total.summary.scanned));
+  }
+  add_details(lines, all.total, o.verbosity);
+  for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
+}
+
+/// check --all-users: each account's area judged by a child that has become the account
+/// (judge_pass, as for one area); one status line over all of them, perfdata summed.
+int check_all_users(System& system, const CheckOptions& o, const Thresholds& t) {
+  const std::string tmpdir = node_tmpdir(system);
+  arm_check_timeout(o, fmt::format("every account's lock area under {}", tmpdir));
+  auto found = find_account_areas(system);
+  if (!found)
+    return unknown_line(fmt::format("cannot list {}: {}", tmpdir, errno_text(found.error())));
+  AllUsers all;
+  for (const AccountArea& area : *found) judge_user_area(system, area, o, t, all);
+  const int status = worse(evaluate(all.total, t), all.area_status);
+  return report_check(system, o, all.metrics, status,
+                      [&] { print_all_users(all, o, t, tmpdir, status); });
+}
+
+/// check's status line and long output for one area.
+void print_area(const Pass& pass, const LockArea& area, const CheckOptions& o, const Thresholds& t,
+                const HostFacts& host) {
+  const Findings& findings = pass.findings;
+  if (!pass.listed) {
+    print_line(pass.status, line_text(*pass.problem));
+    return;
+  }
+  print_line(pass.status, line_text(pass.problem ? *pass.problem : summary_text(findings, t)),
+             perfdata(findings, t));
+  std::vector<std::string> lines;
+  if (o.verbosity >= 2) {
+    std::string ranges;
+    for (const auto& [level, map] : {std::pair{"-w", &t.warning}, {"-c", &t.critical}})
+      for (const auto& [metric, range] : *map)
+        ranges += fmt::format(" {} {}={}", level, metric, range.text());
+    lines.push_back(fmt::format("lock area {}; {} entries; thresholds:{}",
+                                printable(area.directory), findings.summary.scanned, ranges));
+  }
+  if (o.verbosity >= 3) {
+    lines.push_back(fmt::format(
+        "host: filesystem {} (local {}), initial pid namespace {}, initial user namespace {}, "
+        "process table complete {}, idmapped {}, clock void {}",
+        host.filesystem, yes_no(host.local_filesystem), yes_no(host.initial_pid_namespace),
+        yes_no(host.initial_user_namespace), yes_no(host.process_table_complete),
+        yes_no(host.idmapped), yes_no(host.clock_void())));
+  }
+  add_details(lines, findings, o.verbosity);
+  for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
+}
+
+/// check on the one area the options name.
+int check_one_area(System& system, const CheckOptions& o, const Thresholds& t) {
   auto opened = open_lock_area(system, o.area);
   if (!opened) return unknown_line(opened.error().message);
   const LockArea area = std::move(*opened);
-  // From here on, anything can hang (a network filesystem, a stuck /proc read): -t ends it.
-  const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
-  arm_timeout(static_cast<unsigned>(timeout_s),
-              fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
-                          line_text(fmt::format("timed out after {}s (-t) checking {}", timeout_s,
-                                                area.directory))),
-              unknown);
+  arm_check_timeout(o, area.directory);
   auto labels = build_labels(system, area, o.labels);
   if (!labels) return unknown_line(labels.error());
   // -vvv prints the host facts the judgements rest on: read at once then, so the line shows
@@ -641,66 +637,37 @@ int check_main(System& system, const std::vector<std::string>& given) {
                                o.verbosity >= 3 ? HostRead::now : HostRead::when_needed);
   if (!policy) return unknown_line("usage: " + policy.error());
 
-  Pass pass = judge_pass(system, area, o, t, *labels, *policy, nullptr);
-  Findings& findings = pass.findings;
-  MetricsReport metrics;
-  metrics.lock_dir = area.directory;
-  metrics.version = APNEA_LOCKS_VERSION;
+  const Pass pass = judge_pass(system, area, o, t, *labels, *policy, nullptr);
+  MetricsReport metrics = area_metrics(area.directory);
   metrics.area_safe = pass.area_safe;
   metrics.scrape_success = pass.scrape_success;
-  if (pass.listed) metrics.summary = &findings.summary;
-  std::optional<std::string>& problem = pass.problem;
-  const int status = pass.status;
-  metrics.check_status = status;
+  if (pass.listed) metrics.summary = &pass.findings.summary;
+  metrics.check_status = pass.status;
+  return report_check(system, o, {metrics}, pass.status,
+                      [&] { print_area(pass, area, o, t, policy->judge.host); });
+}
 
-  if (o.prometheus && !o.output_file.empty()) {
-    auto written = write_file_atomically(system, o.output_file, prometheus_text(metrics));
-    if (!written) return unknown_line(written.error());
+}  // namespace
+
+int check_main(System& system, const std::vector<std::string>& given) {
+  CheckOptions o;
+  const po::options_description options = describe(o);
+  auto [verbosity, args] = take_verbosity(given);
+  o.verbosity = verbosity;
+  auto parsed = try_parse_command_line(args, options);
+  if (!parsed)
+    return unknown_line(fmt::format("usage: {} (see 'apnea-locks check --help')", parsed.error()));
+  if (auto done = standard_action(*parsed, help, options)) return *done;  // -h, -V
+  auto thresholds = thresholds_of(o);
+  if (!thresholds) return unknown_line("usage: " + thresholds.error());
+  if (!o.output_file.empty() && !o.prometheus)
+    return unknown_line("usage: --output-file needs --prometheus");
+  if (o.all_users) {
+    if (auto refused = all_users_usage(system, o.area))
+      return unknown_line("usage: " + refused->message);
+    return check_all_users(system, o, *thresholds);
   }
-  arm_timeout(0, {}, unknown);  // done: nothing may interleave with the output below
-  if (o.prometheus && o.output_file.empty()) {
-    fmt::print("{}", prometheus_text(metrics));
-    std::fflush(stdout);
-    return status;
-  }
-  if (metrics.summary == nullptr) {
-    print_line(status, line_text(*problem));
-  } else {
-    print_line(status, line_text(problem ? *problem : summary_text(findings, t)), perfdata(findings, t));
-    std::vector<std::string> lines;
-    if (o.verbosity >= 2) {
-      std::string ranges;
-      for (const auto& [level, map] : {std::pair{"-w", &t.warning}, {"-c", &t.critical}})
-        for (const auto& [metric, range] : *map)
-          ranges += fmt::format(" {} {}={}", level, metric, range.text());
-      lines.push_back(fmt::format("lock area {}; {} entries; thresholds:{}", printable(area.directory),
-                                  findings.summary.scanned, ranges));
-    }
-    if (o.verbosity >= 3) {
-      const HostFacts& host = policy->judge.host;
-      lines.push_back(fmt::format(
-          "host: filesystem {} (local {}), initial pid namespace {}, initial user namespace {}, "
-          "process table complete {}, idmapped {}, clock void {}",
-          host.filesystem, yes_no(host.local_filesystem), yes_no(host.initial_pid_namespace),
-          yes_no(host.initial_user_namespace), yes_no(host.process_table_complete),
-          yes_no(host.idmapped), yes_no(host.clock_void())));
-    }
-    // The critical ones first; at most max_detail_lines unless -v.
-    const std::size_t cap = o.verbosity >= 1 ? std::numeric_limits<std::size_t>::max() : max_detail_lines;
-    std::size_t printed = 0;
-    const std::size_t total = findings.critical_details.size() + findings.details.size();
-    for (const auto* group : {&findings.critical_details, &findings.details})
-      for (const std::string& line : *group)
-        if (printed < cap) {
-          lines.push_back(line);
-          ++printed;
-        }
-    if (total > printed) lines.push_back(fmt::format("... and {} more (-v lists them all)", total - printed));
-    for (const std::string& line : findings.fine) lines.push_back(line);
-    for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
-  }
-  std::fflush(stdout);
-  return status;
+  return check_one_area(system, o, *thresholds);
 }
 
 int check_command(const std::vector<std::string>& args) { return check_main(real_system(), args); }

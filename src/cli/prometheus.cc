@@ -1,14 +1,20 @@
 #include "cli/prometheus.h"
 
+#include "cli/atomic_file.h"
 #include "cli/fields.h"
 #include "cli/text.h"
 
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 
 #include "apnea_locks/owner.h"
+
+#ifndef APNEA_LOCKS_VERSION
+#define APNEA_LOCKS_VERSION "unknown"
+#endif
 
 namespace apnea_locks::cli {
 namespace {
@@ -76,6 +82,13 @@ std::string prometheus_label_value(std::string_view text) {
   return out;
 }
 
+MetricsReport area_metrics(std::string lock_dir) {
+  MetricsReport report;
+  report.lock_dir = std::move(lock_dir);
+  report.version = APNEA_LOCKS_VERSION;
+  return report;
+}
+
 std::string prometheus_text(const MetricsReport& report) {
   return prometheus_text(std::vector<MetricsReport>{report});
 }
@@ -139,6 +152,15 @@ std::string prometheus_text(const std::vector<MetricsReport>& reports) {
              "{:.3f}", static_cast<double>(report.summary->oldest_lock_age_ns.value_or(0)) / 1e9));
        });
   return out.take();
+}
+
+std::expected<void, std::string> write_metrics(System& system, const std::vector<MetricsReport>& reports,
+                                               const std::string& output_file) {
+  const std::string text = prometheus_text(reports);
+  if (!output_file.empty()) return write_file_atomically(system, output_file, text);
+  fmt::print("{}", text);
+  std::fflush(stdout);
+  return {};
 }
 
 }  // namespace apnea_locks::cli

@@ -1,12 +1,15 @@
 // The Prometheus text exposition format (version 0.0.4) of one pass over the lock area, for
-// node_exporter's textfile collector. Pure: builds a string. Names in docs/metrics.md.
+// node_exporter's textfile collector: the text (pure) and the one writer every command's
+// metrics go through. Names in docs/metrics.md.
 #pragma once
 
+#include <expected>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "apnea_locks/system.h"
 #include "cli/summary.h"
 
 namespace apnea_locks::cli {
@@ -25,6 +28,10 @@ struct MetricsReport {
   std::optional<std::string> user;
 };
 
+/// The report of the area at `lock_dir`, by this apnea-locks: safe and scraped until the
+/// pass says otherwise, no counts yet.
+MetricsReport area_metrics(std::string lock_dir);
+
 /// The exposition text: every family with `# HELP` and `# TYPE` lines, one sample per line,
 /// ending in a newline. apnea_locks_entries has a sample (0 when none) for every
 /// (kind, role, state) an entry can have, plus any other seen.
@@ -33,6 +40,12 @@ std::string prometheus_text(const MetricsReport& report);
 /// The exposition text of several areas (`check --all-users`): each family once, with one
 /// sample (or set of samples) per report, told apart by their lock_dir and user labels.
 std::string prometheus_text(const std::vector<MetricsReport>& reports);
+
+/// Writes the exposition text of `reports`: to standard output (flushed), or to
+/// `output_file` when it is not empty, replaced atomically. Fails with one line naming the
+/// file.
+std::expected<void, std::string> write_metrics(System& system, const std::vector<MetricsReport>& reports,
+                                               const std::string& output_file);
 
 /// A label value escaped for the exposition format (`\\`, `\"`, `\n`); invalid UTF-8 is
 /// replaced by U+FFFD.

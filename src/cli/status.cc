@@ -21,7 +21,6 @@
 #include "apnea_locks/names.h"
 #include "cli/all_users.h"
 #include "cli/area.h"
-#include "cli/atomic_file.h"
 #include "cli/commands.h"
 #include "cli/entry_report.h"
 #include "cli/fields.h"
@@ -33,10 +32,6 @@
 #include "cli/table.h"
 #include "cli/terminal.h"
 #include "cli/text.h"
-
-#ifndef APNEA_LOCKS_VERSION
-#define APNEA_LOCKS_VERSION "unknown"
-#endif
 
 namespace apnea_locks::cli {
 namespace {
@@ -101,6 +96,63 @@ std::string_view row_colour(const Verdict& verdict) {
   return {};
 }
 
+/// How the entries shown are written: the format, and the columns (chosen: by -o or
+/// --output-all).
+struct Presentation {
+  Format format = Format::table;
+  std::vector<Field> fields;
+  bool chosen = false;
+};
+
+/// The entry object `write` writes, as text.
+std::string json_text_of(const std::function<void(JsonWriter&)>& write) {
+  char* data = nullptr;
+  std::size_t size = 0;
+  std::FILE* memory = ::open_memstream(&data, &size);
+  if (memory == nullptr) throw std::runtime_error("open_memstream failed");
+  {
+    JsonWriter json(memory);
+    write(json);
+    json.finish();
+  }
+  std::fclose(memory);
+  std::string text(data, size);
+  std::free(data);
+  return text;
+}
+
+/// Writes one entry's JSON object: every field, or the chosen ones.
+void write_entry_object(JsonWriter& json, const Presentation& shown, const EntryView& entry) {
+  if (shown.chosen) write_fields_json(json, entry, shown.fields);
+  else write_entry_json(json, entry);
+}
+
+/// One entry as `shown` writes it: a table row (fitted to `terminal`), a raw line's cells, or
+/// its JSON object as text; nothing for metrics (counted in the summary).
+RenderedEntry render_entry(const Presentation& shown, const Terminal& terminal,
+                           const EntryView& entry) {
+  RenderedEntry out;
+  switch (shown.format) {
+    case Format::prometheus: break;
+    case Format::json:
+      out.cells.push_back(
+          json_text_of([&](JsonWriter& json) { write_entry_object(json, shown, entry); }));
+      break;
+    case Format::raw:
+      out.cells.reserve(shown.fields.size());
+      for (Field field : shown.fields) out.cells.push_back(field_text(field, entry));
+      break;
+    case Format::table:
+      out.order = entry_order(entry);
+      out.colour = row_colour(entry.verdict);
+      out.cells.reserve(shown.fields.size());
+      for (Field field : shown.fields)
+        out.cells.push_back(field_cell(field, entry, terminal.width != 0));
+      break;
+  }
+  return out;
+}
+
 /// The hints of one pass: the located locks, and what the survey said about them. The
 /// locks are located at the first entry (hashing starts OpenSSL, a millisecond an empty
 /// area's status does not pay).
@@ -152,19 +204,17 @@ class HintWatch {
 /// Writes shown entries: streamed for raw and JSON, collected and sorted for the table.
 class Output {
  public:
-  Output(Format format, std::vector<Field> fields, bool chosen_fields, bool headings,
-         const Terminal& terminal)
-      : format_(format), fields_(std::move(fields)), chosen_(chosen_fields), headings_(headings),
-        terminal_(terminal), json_(stdout) {}
+  Output(const Presentation& shown, bool headings, const Terminal& terminal)
+      : shown_(shown), headings_(headings), terminal_(terminal), json_(stdout) {}
 
   void begin(const std::string& lock_dir, const AreaCheck& check) {
-    if (format_ == Format::prometheus) return;
-    if (format_ == Format::raw && headings_) {
+    if (shown_.format == Format::prometheus) return;
+    if (shown_.format == Format::raw && headings_) {
       std::vector<std::string> header;
-      for (Field field : fields_) header.emplace_back(field_info(field).header);
+      for (Field field : shown_.fields) header.emplace_back(field_info(field).header);
       print_raw_line(stdout, header);
     }
-    if (format_ != Format::json) return;
+    if (shown_.format != Format::json) return;
     json_.begin_object();
     write_schema(json_, "status");
     json_.key("lock_dir").string(lock_dir);
@@ -174,54 +224,38 @@ class Output {
     json_.key("message").string(check.message());
     json_.end_object();
     json_.key("columns");
-    if (!chosen_) {
+    if (!shown_.chosen) {
       json_.null();
     } else {
       json_.begin_array();
-      for (Field field : fields_) json_.string(field_info(field).name);
+      for (Field field : shown_.fields) json_.string(field_info(field).name);
       json_.end_array();
     }
     json_.key("entries").begin_array();
   }
 
   void entry(const EntryView& view) {
-    switch (format_) {
+    // JSON is streamed as it is written: an area of 100,000 entries is one document.
+    if (shown_.format == Format::json) write_entry_object(json_, shown_, view);
+    else rendered(render_entry(shown_, terminal_, view));
+  }
+
+  /// An entry rendered (by render_entry, here or in a child of --all-users).
+  void rendered(RenderedEntry entry) {
+    switch (shown_.format) {
       case Format::prometheus: break;  // counted in the summary
-      case Format::json:
-        if (chosen_) write_fields_json(json_, view, fields_);
-        else write_entry_json(json_, view);
-        break;
-      case Format::raw: {
-        std::vector<std::string> cells;
-        cells.reserve(fields_.size());
-        for (Field field : fields_) cells.push_back(field_text(field, view));
-        print_raw_line(stdout, cells);
-        break;
-      }
-      case Format::table: {
-        Row row{entry_order(view), {}, std::string(row_colour(view.verdict))};
-        row.cells.reserve(fields_.size());
-        for (Field field : fields_) row.cells.push_back(field_cell(field, view, terminal_.width != 0));
-        rows_.push_back(std::move(row));
-        break;
-      }
+      case Format::json: json_.raw_value(entry.cells.at(0)); break;
+      case Format::raw: print_raw_line(stdout, entry.cells); break;
+      case Format::table: rows_.push_back(std::move(entry)); break;
     }
   }
 
-  /// --all-users: a row of the table a child rendered (see entry()).
-  void add_row(EntryOrder order, std::string colour, std::vector<std::string> cells) {
-    rows_.push_back(Row{std::move(order), std::move(cells), std::move(colour)});
-  }
-  /// --all-users: a raw line's cells a child rendered.
-  void raw_cells(const std::vector<std::string>& cells) { print_raw_line(stdout, cells); }
-  /// --all-users: an entry object a child serialized.
-  void json_entry(std::string_view text) { json_.raw_value(text); }
   /// --all-users: writes the document's "users" member before the summary.
   void set_extra_json(std::function<void(JsonWriter&)> extra) { extra_json_ = std::move(extra); }
 
   void end(const LockArea& area, const AreaCheck& check, const AreaSummary& summary,
            const std::vector<Hint>& hints, const std::optional<std::string>& error) {
-    if (format_ == Format::json) {
+    if (shown_.format == Format::json) {
       json_.end_array();
       if (extra_json_) extra_json_(json_);
       json_.key("summary");
@@ -233,17 +267,11 @@ class Output {
       json_.finish();
       return;
     }
-    if (format_ == Format::table) print_table(area, check, summary, hints, error.has_value());
+    if (shown_.format == Format::table) print_table(area, check, summary, hints, error.has_value());
     std::fflush(stdout);
   }
 
  private:
-  struct Row {
-    EntryOrder order;
-    std::vector<std::string> cells;
-    std::string colour;
-  };
-
   void print_table(const LockArea& area, const AreaCheck& check, const AreaSummary& summary,
                    const std::vector<Hint>& hints, bool failed) {
     const std::size_t width = terminal_.width;
@@ -254,11 +282,13 @@ class Output {
       put(hints_text(hints, width, colour));
       put("\n");
     }
-    std::sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.order < b.order; });
+    std::sort(rows_.begin(), rows_.end(),
+              [](const RenderedEntry& a, const RenderedEntry& b) { return a.order < b.order; });
     std::vector<TableColumn> columns;
-    for (Field field : fields_) columns.push_back(column_of(field, width != 0, !chosen_));
+    for (Field field : shown_.fields)
+      columns.push_back(column_of(field, width != 0, !shown_.chosen));
     Table table(std::move(columns));
-    for (Row& row : rows_) table.add_row(std::move(row.cells), row.colour);
+    for (RenderedEntry& row : rows_) table.add_row(std::move(row.cells), row.colour);
     rows_.clear();
     if (table.size() > 0)
       for (const std::string& line : table.lines(headings_, width, terminal_.ellipsis, colour)) {
@@ -321,17 +351,11 @@ class Output {
     return out;
   }
 
-  static std::string plural(std::size_t n, std::string_view one, std::string_view many) {
-    return fmt::format("{} {}", n, n == 1 ? one : many);
-  }
-
-  Format format_;
-  std::vector<Field> fields_;
-  bool chosen_;
+  Presentation shown_;
   bool headings_;
   Terminal terminal_;
   JsonWriter json_;
-  std::vector<Row> rows_;
+  std::vector<RenderedEntry> rows_;
   std::function<void(JsonWriter&)> extra_json_;
 };
 
@@ -429,34 +453,120 @@ void write_user_areas(JsonWriter& json, const std::vector<UserArea>& areas) {
   json.end_array();
 }
 
-/// The entry object `write` writes, as text.
-std::string json_text_of(const std::function<void(JsonWriter&)>& write) {
-  char* data = nullptr;
-  std::size_t size = 0;
-  std::FILE* memory = ::open_memstream(&data, &size);
-  if (memory == nullptr) throw std::runtime_error("open_memstream failed");
-  {
-    JsonWriter json(memory);
-    write(json);
-    json.finish();
+/// --format prometheus: writes `metrics` (whatever the areas hold, so an alert can fire).
+/// False, the message printed, when --output-file cannot be written.
+bool write_status_metrics(System& system, const StatusOptions& o, Format format,
+                          const std::vector<MetricsReport>& metrics) {
+  if (format != Format::prometheus) return true;
+  auto written = write_metrics(system, metrics, o.output_file);
+  if (!written) print_error(help.name, written.error());
+  return written.has_value();
+}
+
+/// In the child that has become `area`'s account: the same judging pass as for one area,
+/// each entry shown rendered and streamed by `show`, the fix acting for the account.
+AccountReport survey_account(const AccountArea& area, const StatusOptions& o,
+                             const Presentation& shown, const Filter& filter,
+                             const Terminal& terminal, const ShowEntry& show) {
+  System& own = real_system();
+  const std::string user = user_name(area);
+  const LockArea mine = account_lock_area(area);
+  AccountReport report;
+  auto failed = [&](std::string error) {
+    report.error = std::move(error);
+    report.scrape_success = false;
+    return report;
+  };
+  auto labels = build_labels(own, mine, o.labels);
+  if (!labels) return failed(labels.error());
+  Filter own_filter = filter;
+  own_filter.locks = labels->repo_locks;
+  auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
+  if (!policy) return failed(policy.error());
+  policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
+  policy->fix.user = user;
+  const AreaCheck check = check_lock_area(own, mine);
+  report.check = std::string(check.name());
+  report.message = check.message();
+  if (!check.safe() && check.problem != AreaProblem::missing) {
+    report.error = check.message();
+    report.area_safe = false;
+    report.scrape_success = check.problem != AreaProblem::unreadable;
+    return report;
   }
-  std::fclose(memory);
-  std::string text(data, size);
-  std::free(data);
-  return text;
+  AreaSummary summary;
+  auto visit = [&](const EntryView& judged) {
+    if (!own_filter.accepts(judged)) return;
+    EntryView entry = judged;
+    entry.user = &user;
+    summary.add(entry);
+    if (shown.format == Format::prometheus) return;
+    RenderedEntry rendered = render_entry(shown, terminal, entry);
+    std::get<3>(rendered.order) += "\n" + user;  // the accounts' rows sort apart
+    show(rendered);
+  };
+  if (!check.safe()) {
+    judge_absent_locks(own, mine.directory, *policy, labels->index, own_filter.locks, visit);
+  } else if (auto scanned = judge_area(own, mine.directory, *policy, labels->index,
+                                       own_filter.locks, visit)) {
+    summary.scanned = *scanned;
+  } else {
+    return failed(fmt::format("cannot list Apnea lock directory: {}: {}", mine.directory,
+                              errno_text(scanned.error())));
+  }
+  report.summary = std::move(summary);
+  return report;
+}
+
+/// What status --all-users gathers over the accounts' areas.
+struct AllUsers {
+  AreaSummary summary;                 ///< every account's, merged
+  std::vector<UserArea> areas;         ///< the JSON's "users"
+  std::deque<AccountReport> reports;   ///< the surveys (stable addresses: metrics point in)
+  std::vector<MetricsReport> metrics;  ///< one per apnea-* entry
+  std::vector<std::string> problems;   ///< one line each, on standard error
+};
+
+/// Surveys `area` as its account (or reports why not) into `all`, its entries into `output`.
+void survey_user_area(System& system, const AccountArea& area, const StatusOptions& o,
+                      const Presentation& shown, const Filter& filter, const Terminal& terminal,
+                      Output& output, AllUsers& all) {
+  UserArea user{user_name(area), area.uid, area.top, area.lock_directory,
+                std::string(area.name()), area.message(), area.surveyable(), std::nullopt};
+  if (!area.surveyable()) {
+    all.problems.push_back(misfit_line(area));
+    all.areas.push_back(std::move(user));
+    all.metrics.push_back(account_metrics(area, nullptr));
+    return;
+  }
+  AccountReport& report = all.reports.emplace_back(
+      survey_as_account(system, *area.account, [&](const ShowEntry& show) {
+        return survey_account(area, o, shown, filter, terminal, show);
+      }));
+  for (RenderedEntry& entry : report.entries) output.rendered(std::move(entry));
+  report.entries = {};
+  if (report.check) {
+    user.check = *report.check;
+    user.message = report.message;
+  }
+  user.error = report.error;
+  if (report.summary) merge_summary(all.summary, *report.summary);
+  all.metrics.push_back(account_metrics(area, &report));
+  if (user.error) all.problems.push_back(*user.error);
+  all.areas.push_back(std::move(user));
 }
 
 /// status --all-users: every account's area surveyed by a child that has become the
-/// account; the rows, entries and summaries it sends are merged into one table or document.
-int status_all_users(const StatusOptions& o, Format format, std::vector<Field> fields, bool chosen,
-                     const Filter& filter, const Terminal& terminal) {
+/// account; the entries and summaries it reports are merged into one table or document.
+int status_all_users(const StatusOptions& o, Presentation shown, const Filter& filter,
+                     const Terminal& terminal) {
   System& system = real_system();
-  if (std::find(fields.begin(), fields.end(), Field::user) == fields.end())
-    fields.insert(fields.begin(), Field::user);
+  if (std::find(shown.fields.begin(), shown.fields.end(), Field::user) == shown.fields.end())
+    shown.fields.insert(shown.fields.begin(), Field::user);
   const std::string tmpdir = node_tmpdir(system);
-  LockArea all;
-  all.directory = node_join(tmpdir, "apnea-*/operation-locks");
-  all.explicit_directory = true;
+  LockArea every;
+  every.directory = node_join(tmpdir, "apnea-*/operation-locks");
+  every.explicit_directory = true;
   auto found = find_account_areas(system);
   if (!found) {
     print_error(help.name, fmt::format("cannot list {}: {}", printable(tmpdir), errno_text(found.error())));
@@ -464,161 +574,156 @@ int status_all_users(const StatusOptions& o, Format format, std::vector<Field> f
   }
   AreaCheck check;
   check.path = tmpdir;
-  Output output(format, fields, chosen, !o.noheadings, terminal);
-  output.begin(all.directory, check);
-  AreaSummary summary;
-  std::vector<std::string> problems;  // one line each, on standard error
-  std::vector<UserArea> reported;
-  std::vector<MetricsReport> metrics;  // --format prometheus: one per apnea-* entry
-  std::deque<AreaSummary> summaries;   // theirs (stable addresses)
-  for (const AccountArea& area : *found) {
-    MetricsReport metric;
-    metric.lock_dir = area.lock_directory;
-    metric.version = APNEA_LOCKS_VERSION;
-    if (const std::string user = user_name(area); !user.empty()) metric.user = user;
-    UserArea report{user_name(area), area.uid, area.top, area.lock_directory,
-                    std::string(area.name()), area.message(), area.surveyable(), std::nullopt};
-    if (!area.surveyable()) {
-      problems.push_back(misfit_line(area));
-      reported.push_back(std::move(report));
-      metric.area_safe = false;
-      metrics.push_back(std::move(metric));
-      continue;
-    }
-    const Account& account = *area.account;
-    const std::string& user = report.user;
-    // In the child, as the account: the same judging pass as for one account.
-    auto survey = [&](FrameWriter& out) {
-      System& own = real_system();
-      const LockArea mine = account_lock_area(area);
-      auto labels = build_labels(own, mine, o.labels);
-      if (!labels) {
-        out.send('e', {labels.error()});
-        return;
-      }
-      Filter own_filter = filter;
-      own_filter.locks = labels->repo_locks;
-      auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
-      if (!policy) {
-        out.send('e', {policy.error()});
-        return;
-      }
-      policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
-      policy->fix.user = user;
-      const AreaCheck own_check = check_lock_area(own, mine);
-      out.send('c', {std::string(own_check.name()), own_check.message()});
-      if (!own_check.safe() && own_check.problem != AreaProblem::missing) return;
-      AreaSummary own_summary;
-      auto show = [&](const EntryView& judged) {
-        if (!own_filter.accepts(judged)) return;
-        EntryView entry = judged;
-        entry.user = &user;
-        own_summary.add(entry);
-        switch (format) {
-          case Format::json:
-            out.send('j', {json_text_of([&](JsonWriter& json) {
-                       if (chosen) write_fields_json(json, entry, fields);
-                       else write_entry_json(json, entry);
-                     })});
-            break;
-          case Format::raw: {
-            std::vector<std::string> cells;
-            for (Field field : fields) cells.push_back(field_text(field, entry));
-            out.send('l', cells);
-            break;
-          }
-          case Format::table: {
-            const EntryOrder order = entry_order(entry);
-            std::vector<std::string> row = {fmt::format("{}", std::get<0>(order)),
-                                            fmt::format("{}", std::get<1>(order)),
-                                            fmt::format("{}", std::get<2>(order)),
-                                            std::get<3>(order) + "\n" + user,
-                                            std::string(row_colour(entry.verdict))};
-            for (Field field : fields) row.push_back(field_cell(field, entry, terminal.width != 0));
-            out.send('r', row);
-            break;
-          }
-          case Format::prometheus: break;
-        }
-      };
-      if (own_check.safe()) {
-        auto scanned = judge_area(own, mine.directory, *policy, labels->index, own_filter.locks, show);
-        if (!scanned) {
-          out.send('e', {fmt::format("cannot list Apnea lock directory: {}: {}", mine.directory,
-                                     errno_text(scanned.error()))});
-          return;
-        }
-        own_summary.scanned = *scanned;
-      } else {
-        judge_absent_locks(own, mine.directory, *policy, labels->index, own_filter.locks, show);
-      }
-      out.send('s', summary_fields(own_summary));
-    };
-    auto receive = [&](const Frame& frame) {
-      const auto& f = frame.fields;
-      switch (frame.type) {
-        case 'c':
-          if (f.size() == 2) {
-            report.check = f[0];
-            report.message = f[1];
-            if (f[0] != "ok" && f[0] != "missing") {
-              report.error = f[1];
-              metric.area_safe = false;
-              metric.scrape_success = f[0] != "unreadable";
-            }
-          }
-          break;
-        case 'e':
-          if (!f.empty()) report.error = f[0];
-          metric.scrape_success = false;
-          break;
-        case 'j':
-          if (!f.empty()) output.json_entry(f[0]);
-          break;
-        case 'l': output.raw_cells(f); break;
-        case 'r':
-          if (f.size() >= 5)
-            output.add_row(EntryOrder{std::stoi(f[0]), std::stoi(f[1]), std::stoi(f[2]), f[3]}, f[4],
-                           std::vector<std::string>(f.begin() + 5, f.end()));
-          break;
-        case 's':
-          summaries.push_back(summary_from_fields(f));
-          metric.summary = &summaries.back();
-          merge_summary(summary, summaries.back());
-          break;
-        default: break;
-      }
-    };
-    if (auto ran = survey_as_account(system, account, survey, receive); !ran) {
-      report.error = ran.error();
-      metric.scrape_success = false;
-      metric.summary = nullptr;
-    }
-    if (report.error) problems.push_back(*report.error);
-    reported.push_back(std::move(report));
-    metrics.push_back(std::move(metric));
-  }
-  output.set_extra_json([&](JsonWriter& json) { write_user_areas(json, reported); });
+  Output output(shown, !o.noheadings, terminal);
+  output.begin(every.directory, check);
+  AllUsers all;
+  for (const AccountArea& area : *found)
+    survey_user_area(system, area, o, shown, filter, terminal, output, all);
+  output.set_extra_json([&](JsonWriter& json) { write_user_areas(json, all.areas); });
+  const std::vector<std::string>& problems = all.problems;
   std::optional<std::string> error;
   if (!problems.empty())
     error = problems.size() == 1 ? problems.front()
                                  : fmt::format("{} (and {} more)", problems.front(), problems.size() - 1);
   // The table keeps its footer (about the entries shown); the areas not surveyed are on
   // standard error, one line each, and in the JSON's "users" and "error".
-  output.end(all, check, summary, {}, format == Format::json ? error : std::nullopt);
-  if (format == Format::prometheus) {
-    // Written whatever the areas hold, so an alert can fire (as for one area).
-    const std::string text = prometheus_text(metrics);
-    if (o.output_file.empty()) {
-      fmt::print("{}", text);
-      std::fflush(stdout);
-    } else if (auto written = write_file_atomically(system, o.output_file, text); !written) {
-      print_error(help.name, written.error());
-      return exit_unsafe;
-    }
-  }
+  output.end(every, check, all.summary, {}, shown.format == Format::json ? error : std::nullopt);
+  if (!write_status_metrics(system, o, shown.format, all.metrics)) return exit_unsafe;
   for (const std::string& line : problems) print_error(help.name, line);
   if (!problems.empty()) return exit_unsafe;
+  return all.summary.attention > 0 ? exit_attention : exit_ok;
+}
+
+/// The format the options name (--json, --raw, --format), or a usage message.
+std::expected<Format, std::string> format_of(const StatusOptions& o) {
+  if (o.json && o.raw) return std::unexpected("--json and --raw exclude each other");
+  const Format implied = o.json ? Format::json : o.raw ? Format::raw : Format::table;
+  if (o.format.empty()) return implied;
+  const std::optional<Format> named = o.format == "table"        ? std::optional(Format::table)
+                                      : o.format == "raw"        ? std::optional(Format::raw)
+                                      : o.format == "json"       ? std::optional(Format::json)
+                                      : o.format == "prometheus" ? std::optional(Format::prometheus)
+                                                                 : std::nullopt;
+  if (!named)
+    return std::unexpected(
+        fmt::format("unknown format '{}' (table, raw, json, prometheus)", o.format));
+  if ((o.json && *named != Format::json) || (o.raw && *named != Format::raw))
+    return std::unexpected(fmt::format("--format {} and {} exclude each other", o.format,
+                                       o.json ? "--json" : "--raw"));
+  return *named;
+}
+
+/// How the options say to write the entries shown (format, --output-file, columns), or a
+/// usage message.
+std::expected<Presentation, std::string> presentation_of(const StatusOptions& o) {
+  auto format = format_of(o);
+  if (!format) return std::unexpected(format.error());
+  if (!o.output_file.empty() && *format != Format::prometheus)
+    return std::unexpected("--output-file needs --format prometheus");
+  if (o.output_all && !o.output.empty())
+    return std::unexpected("--output and --output-all exclude each other");
+  Presentation shown{*format, default_fields(), o.output_all || !o.output.empty()};
+  if (o.output_all) {
+    shown.fields.clear();
+    for (const FieldInfo& info : all_fields()) shown.fields.push_back(info.field);
+  } else if (!o.output.empty()) {
+    auto picked = parse_fields(o.output);
+    if (!picked) return std::unexpected(fmt::format("-o {}: {}", o.output, picked.error()));
+    shown.fields = std::move(*picked);
+  }
+  return shown;
+}
+
+/// Prints a usage message; the exit status of a usage error.
+int usage_error(std::string_view message) {
+  print_error(help.name, message);
+  return exit_usage;
+}
+
+/// The area status surveys, with its labels and its survey settings.
+struct StatusArea {
+  LockArea area;
+  Labels labels;
+  SurveySettings policy;
+};
+
+/// Opens the area the options name (--lock-dir, --user, LOCKPATH), adding the locks of
+/// --repo and LOCKPATH to `filter`. The exit status on failure (the message printed).
+std::expected<StatusArea, int> open_status_area(System& system, const StatusOptions& o,
+                                                Filter& filter) {
+  auto opened = open_lock_area(system, o.area);
+  if (!opened) {
+    print_error(help.name, opened.error().message);
+    return std::unexpected(opened.error().exit_status);
+  }
+  LockArea area = std::move(*opened);
+  auto lock_names = lock_path_filter(system, o, area);
+  if (!lock_names) return std::unexpected(usage_error(lock_names.error()));
+
+  // Labels: the current directory and its ancestors, the home, each --repo and --scan.
+  auto labels = build_labels(system, area, o.labels);
+  if (!labels) {
+    print_error(help.name, labels.error());
+    return std::unexpected(exit_bad_path);
+  }
+  filter.locks = labels->repo_locks;
+  filter.locks.insert(lock_names->begin(), lock_names->end());
+  auto policy = judging_policy(system, area, o.timing, false, HostRead::when_needed);
+  if (!policy) return std::unexpected(usage_error(policy.error()));
+  return StatusArea{std::move(area), std::move(*labels), std::move(*policy)};
+}
+
+/// Surveys one area: entries shown as they are judged, then the summary, hints, metrics.
+int status_one_area(System& system, const StatusOptions& o, const Presentation& shown,
+                    const StatusArea& opened, const Filter& filter, const Terminal& terminal) {
+  const LockArea& area = opened.area;
+  Output output(shown, !o.noheadings, terminal);
+  AreaSummary summary;
+  MetricsReport metrics = area_metrics(area.directory);
+  const AreaCheck check = check_lock_area(system, area);
+  if (!check.safe() && check.problem != AreaProblem::missing) {
+    // Prominent and alone: one line naming the path (and the JSON document saying so).
+    if (shown.format == Format::json) {
+      output.begin(area.directory, check);
+      output.end(area, check, summary, {}, check.message());
+    }
+    metrics.area_safe = false;
+    metrics.scrape_success = check.problem != AreaProblem::unreadable;
+    write_status_metrics(system, o, shown.format, {metrics});
+    print_error(help.name, check.message());
+    return exit_unsafe;
+  }
+  output.begin(area.directory, check);
+  std::optional<std::string> error;
+  HintWatch hints(system, area);
+  auto show = [&](const EntryView& entry) {
+    hints.see(entry);
+    if (!filter.accepts(entry)) return;
+    summary.add(entry);
+    output.entry(entry);
+  };
+  const Labels& labels = opened.labels;
+  if (check.safe()) {
+    auto scanned =
+        judge_area(system, area.directory, opened.policy, labels.index, filter.locks, show);
+    if (scanned)
+      summary.scanned = *scanned;
+    else
+      error = fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
+                          errno_text(scanned.error()));
+  } else {
+    // No area yet: a --repo's (or LOCKPATH's) lock is free.
+    judge_absent_locks(system, area.directory, opened.policy, labels.index, filter.locks, show);
+  }
+  output.end(area, check, summary, hints.hints(), error);
+  if (error) {
+    metrics.scrape_success = false;
+    write_status_metrics(system, o, shown.format, {metrics});
+    print_error(help.name, *error);
+    return exit_unsafe;
+  }
+  metrics.summary = &summary;
+  if (!write_status_metrics(system, o, shown.format, {metrics})) return exit_unsafe;
   return summary.attention > 0 ? exit_attention : exit_ok;
 }
 
@@ -633,140 +738,28 @@ int status_command(const std::vector<std::string>& args) {
   positional.add("lockpath", -1);
   auto parsed = parse_command_line(help, args, options, &hidden, &positional);
   if (!parsed) return parsed.error();
-
-  auto usage_error = [](std::string_view message) {
-    print_error(help.name, message);
-    return exit_usage;
-  };
   if (o.list_columns || o.output == "help") {
     fmt::print("{}", columns_help());
     return exit_ok;
   }
-  if (o.json && o.raw) return usage_error("--json and --raw exclude each other");
-  Format format = o.json ? Format::json : o.raw ? Format::raw : Format::table;
-  if (!o.format.empty()) {
-    const std::optional<Format> named = o.format == "table"        ? std::optional(Format::table)
-                                        : o.format == "raw"        ? std::optional(Format::raw)
-                                        : o.format == "json"       ? std::optional(Format::json)
-                                        : o.format == "prometheus" ? std::optional(Format::prometheus)
-                                                                   : std::nullopt;
-    if (!named)
-      return usage_error(fmt::format("unknown format '{}' (table, raw, json, prometheus)", o.format));
-    if ((o.json && *named != Format::json) || (o.raw && *named != Format::raw))
-      return usage_error(fmt::format("--format {} and {} exclude each other", o.format,
-                                     o.json ? "--json" : "--raw"));
-    format = *named;
-  }
-  if (!o.output_file.empty() && format != Format::prometheus)
-    return usage_error("--output-file needs --format prometheus");
-  if (o.output_all && !o.output.empty()) return usage_error("--output and --output-all exclude each other");
-  std::vector<Field> fields = default_fields();
-  const bool chosen = o.output_all || !o.output.empty();
-  if (o.output_all) {
-    fields.clear();
-    for (const FieldInfo& info : all_fields()) fields.push_back(info.field);
-  } else if (!o.output.empty()) {
-    auto picked = parse_fields(o.output);
-    if (!picked) return usage_error(fmt::format("-o {}: {}", o.output, picked.error()));
-    fields = std::move(*picked);
-  }
+  auto shown = presentation_of(o);
+  if (!shown) return usage_error(shown.error());
   auto filter = make_filter(o);
   if (!filter) return usage_error(filter.error());
 
   System& system = real_system();
+  auto terminal = [&] {
+    if (shown->format != Format::table) return Terminal{};
+    return terminal_view(system, colour_mode(*parsed), o.notruncate);
+  };
   if (o.all_users) {
     if (auto refused = all_users_usage(system, o.area, o.lock_paths.empty() ? "" : "a LOCKPATH"))
       return usage_error(refused->message);
-    const Terminal terminal = format == Format::table ? terminal_view(system, colour_mode(*parsed), o.notruncate)
-                                                      : Terminal{};
-    return status_all_users(o, format, fields, chosen, *filter, terminal);
+    return status_all_users(o, *shown, *filter, terminal());
   }
-  auto opened = open_lock_area(system, o.area);
-  if (!opened) {
-    print_error(help.name, opened.error().message);
-    return opened.error().exit_status;
-  }
-  LockArea area = std::move(*opened);
-  auto lock_names = lock_path_filter(system, o, area);
-  if (!lock_names) return usage_error(lock_names.error());
-
-  // Labels: the current directory and its ancestors, the home, each --repo and --scan.
-  auto labels = build_labels(system, area, o.labels);
-  if (!labels) {
-    print_error(help.name, labels.error());
-    return exit_bad_path;
-  }
-  filter->locks = labels->repo_locks;
-  filter->locks.insert(lock_names->begin(), lock_names->end());
-  auto policy = judging_policy(system, area, o.timing, false, HostRead::when_needed);
-  if (!policy) return usage_error(policy.error());
-
-  const Terminal terminal = format == Format::table ? terminal_view(system, colour_mode(*parsed), o.notruncate)
-                                                    : Terminal{};
-  Output output(format, fields, chosen, !o.noheadings, terminal);
-  AreaSummary summary;
-  MetricsReport metrics;
-  metrics.lock_dir = area.directory;
-  metrics.version = APNEA_LOCKS_VERSION;
-  // Prometheus: the metrics are written whatever the area holds, so an alert can fire.
-  auto write_metrics = [&]() -> bool {
-    if (format != Format::prometheus) return true;
-    const std::string text = prometheus_text(metrics);
-    if (o.output_file.empty()) {
-      fmt::print("{}", text);
-      std::fflush(stdout);
-      return true;
-    }
-    auto written = write_file_atomically(system, o.output_file, text);
-    if (!written) print_error(help.name, written.error());
-    return written.has_value();
-  };
-
-  const AreaCheck check = check_lock_area(system, area);
-  if (!check.safe() && check.problem != AreaProblem::missing) {
-    // Prominent and alone: one line naming the path (and the JSON document saying so).
-    if (format == Format::json) {
-      output.begin(area.directory, check);
-      output.end(area, check, summary, {}, check.message());
-    }
-    metrics.area_safe = false;
-    metrics.scrape_success = check.problem != AreaProblem::unreadable;
-    write_metrics();
-    print_error(help.name, check.message());
-    return exit_unsafe;
-  }
-  output.begin(area.directory, check);
-  std::optional<std::string> error;
-  HintWatch hints(system, area);
-  auto show = [&](const EntryView& entry) {
-    hints.see(entry);
-    if (!filter->accepts(entry)) return;
-    summary.add(entry);
-    output.entry(entry);
-  };
-
-  if (check.safe()) {
-    auto scanned = judge_area(system, area.directory, *policy, labels->index, filter->locks, show);
-    if (scanned)
-      summary.scanned = *scanned;
-    else
-      error = fmt::format("cannot list Apnea lock directory: {}: {}", area.directory,
-                          errno_text(scanned.error()));
-  } else {
-    // No area yet: a --repo's (or LOCKPATH's) lock is free.
-    judge_absent_locks(system, area.directory, *policy, labels->index, filter->locks, show);
-  }
-  output.end(area, check, summary, hints.hints(), error);
-
-  if (error) {
-    metrics.scrape_success = false;
-    write_metrics();
-    print_error(help.name, *error);
-    return exit_unsafe;
-  }
-  metrics.summary = &summary;
-  if (!write_metrics()) return exit_unsafe;
-  return summary.attention > 0 ? exit_attention : exit_ok;
+  auto opened = open_status_area(system, o, *filter);
+  if (!opened) return opened.error();
+  return status_one_area(system, o, *shown, *opened, *filter, terminal());
 }
 
 }  // namespace apnea_locks::cli

@@ -142,6 +142,10 @@ void AreaSummary::add(const EntryView& entry) {
   }
 }
 
+std::string plural(std::size_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
 std::string state_totals(const AreaSummary& summary) {
   std::string out;
   for (EntryState state : state_order) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct AreaSummary {
   /// Counts one entry.
   void add(const EntryView& entry);
 };
+
+/// A count and its noun: "1 entry", "3 entries".
+std::string plural(std::size_t n, std::string_view one, std::string_view many);
 
 /// "2 stale, 1 live" in the table's state order; "" when nothing was shown.
 std::string state_totals(const AreaSummary& summary);

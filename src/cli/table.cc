@@ -13,107 +13,146 @@ void Table::add_row(std::vector<std::string> cells, std::string_view colour) {
   colours_.emplace_back(colour);
 }
 
-std::vector<std::string> Table::lines(bool headings, std::size_t width, std::string_view ellipsis,
-                                      bool colour) const {
-  const std::size_t n = columns_.size();
-  std::vector<std::size_t> natural(n, 0);
-  std::vector<std::size_t> floor(n, 0);  // the narrowest a column may get
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t header = headings ? display_width(columns_[i].header) : 0;
-    natural[i] = header;
-    for (const auto& row : rows_) natural[i] = std::max(natural[i], display_width(row[i]));
-    floor[i] = columns_[i].min_width == 0 ? natural[i]
-                                          : std::min(natural[i], std::max(columns_[i].min_width, header));
-  }
-  std::vector<bool> shown(n, true);
-  std::vector<std::size_t> widths = natural;
-  auto total = [&] {
+namespace {
+
+/// How a table is laid out: each column's width, which are shown, and whether a line
+/// still too wide is cut at the width.
+struct Layout {
+  std::vector<std::size_t> widths;
+  std::vector<bool> shown;
+  bool cut_lines = false;
+  std::size_t last = 0;  ///< the last column shown: not padded on the right
+
+  /// The width of a line: the shown columns and a space between each two.
+  std::size_t total() const {
     std::size_t sum = 0, count = 0;
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < widths.size(); ++i)
       if (shown[i]) {
         sum += widths[i];
         ++count;
       }
     return count == 0 ? 0 : sum + count - 1;
-  };
+  }
+};
+
+/// Each column's natural width (its widest cell, and its header with `headings`) and its
+/// floor (the narrowest it may get).
+struct Widths {
+  std::vector<std::size_t> natural;
+  std::vector<std::size_t> floor;
+};
+
+Widths widths_of(const std::vector<TableColumn>& columns,
+                 const std::vector<std::vector<std::string>>& rows, bool headings) {
+  const std::size_t n = columns.size();
+  Widths out{std::vector<std::size_t>(n, 0), std::vector<std::size_t>(n, 0)};
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t header = headings ? display_width(columns[i].header) : 0;
+    out.natural[i] = header;
+    for (const auto& row : rows) out.natural[i] = std::max(out.natural[i], display_width(row[i]));
+    out.floor[i] = columns[i].min_width == 0
+                       ? out.natural[i]
+                       : std::min(out.natural[i], std::max(columns[i].min_width, header));
+  }
+  return out;
+}
+
+/// Fits the columns to `width` (0: unlimited): see Table::lines.
+Layout fit(const std::vector<TableColumn>& columns, const Widths& widths, std::size_t width) {
+  const std::size_t n = columns.size();
+  Layout layout{widths.natural, std::vector<bool>(n, true), false, 0};
   // The free-text column shrunk last (the fix) keeps its width while a column can still
   // be hidden: it is what the operator came for.
   int last_rank = 0;
   for (std::size_t i = 0; i < n; ++i)
-    if (columns_[i].min_width > 0) last_rank = std::max(last_rank, columns_[i].shrink_rank);
+    if (columns[i].min_width > 0) last_rank = std::max(last_rank, columns[i].shrink_rank);
   auto can_hide = [&] {
     for (std::size_t i = 0; i < n; ++i)
-      if (shown[i] && columns_[i].hide_rank > 0) return true;
+      if (layout.shown[i] && columns[i].hide_rank > 0) return true;
     return false;
   };
-  bool cut_lines = false;
-  while (width != 0 && total() > width) {
+  while (width != 0 && layout.total() > width) {
     const bool spare_last = can_hide();
     auto floor_of = [&](std::size_t i) {
-      return spare_last && columns_[i].shrink_rank == last_rank ? widths[i] : floor[i];
+      return spare_last && columns[i].shrink_rank == last_rank ? layout.widths[i] : widths.floor[i];
     };
     std::size_t slack = 0;
     for (std::size_t i = 0; i < n; ++i)
-      if (shown[i]) slack += widths[i] - floor_of(i);
-    if (total() - slack <= width) {
+      if (layout.shown[i]) slack += layout.widths[i] - floor_of(i);
+    if (layout.total() - slack <= width) {
       // Shrink the free-text columns in their order until it fits.
-      while (total() > width) {
+      while (layout.total() > width) {
         std::size_t next = n;
         for (std::size_t i = 0; i < n; ++i)
-          if (shown[i] && widths[i] > floor_of(i) &&
-              (next == n || columns_[i].shrink_rank < columns_[next].shrink_rank))
+          if (layout.shown[i] && layout.widths[i] > floor_of(i) &&
+              (next == n || columns[i].shrink_rank < columns[next].shrink_rank))
             next = i;
-        widths[next] -= std::min(widths[next] - floor_of(next), total() - width);
+        const std::size_t excess = layout.total() - width;
+        layout.widths[next] -= std::min(layout.widths[next] - floor_of(next), excess);
       }
       break;
     }
     std::size_t victim = n;
     for (std::size_t i = 0; i < n; ++i)
-      if (shown[i] && columns_[i].hide_rank > 0 &&
-          (victim == n || columns_[i].hide_rank < columns_[victim].hide_rank))
+      if (layout.shown[i] && columns[i].hide_rank > 0 &&
+          (victim == n || columns[i].hide_rank < columns[victim].hide_rank))
         victim = i;
     if (victim == n) {  // nothing left to hide: every free-text column at its floor
-      widths = floor;
-      cut_lines = true;
+      layout.widths = widths.floor;
+      layout.cut_lines = true;
       break;
     }
-    shown[victim] = false;
-    widths = natural;
+    layout.shown[victim] = false;
+    layout.widths = widths.natural;
   }
-  hidden_.clear();
   for (std::size_t i = 0; i < n; ++i)
-    if (!shown[i]) hidden_.push_back(columns_[i].header);
+    if (layout.shown[i]) layout.last = i;
+  return layout;
+}
 
-  std::size_t last = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (shown[i]) last = i;
-  auto line = [&](const std::vector<std::string>& cells, std::string_view sgr) {
-    std::string text;
-    bool first = true;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!shown[i]) continue;
-      if (!first) text += ' ';
-      first = false;
-      std::string cell = display_width(cells[i]) > widths[i]
-                             ? shorten(cells[i], widths[i], columns_[i].cut, ellipsis)
-                             : cells[i];
-      const std::size_t pad = widths[i] - std::min(widths[i], display_width(cell));
-      if (columns_[i].right_aligned) text.append(pad, ' ');
-      text += cell;
-      if (!columns_[i].right_aligned && i != last) text.append(pad, ' ');
-    }
-    if (cut_lines && width != 0 && display_width(text) > width) text = shorten(text, width, Cut::end, ellipsis);
-    if (!colour || sgr.empty()) return text;
-    return fmt::format("\x1b[{}m{}\x1b[0m", sgr, text);
-  };
+/// One line of the table laid out as `layout`: cells shortened to their column, padded and
+/// separated by a space, the whole line in `sgr` when colour is on.
+std::string layout_line(const std::vector<TableColumn>& columns, const Layout& layout,
+                        const std::vector<std::string>& cells, std::string_view sgr,
+                        std::size_t width, std::string_view ellipsis, bool colour) {
+  std::string text;
+  bool first = true;
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    if (!layout.shown[i]) continue;
+    if (!first) text += ' ';
+    first = false;
+    const std::size_t column_width = layout.widths[i];
+    std::string cell = display_width(cells[i]) > column_width
+                           ? shorten(cells[i], column_width, columns[i].cut, ellipsis)
+                           : cells[i];
+    const std::size_t pad = column_width - std::min(column_width, display_width(cell));
+    if (columns[i].right_aligned) text.append(pad, ' ');
+    text += cell;
+    if (!columns[i].right_aligned && i != layout.last) text.append(pad, ' ');
+  }
+  if (layout.cut_lines && width != 0 && display_width(text) > width)
+    text = shorten(text, width, Cut::end, ellipsis);
+  if (!colour || sgr.empty()) return text;
+  return fmt::format("\x1b[{}m{}\x1b[0m", sgr, text);
+}
+
+}  // namespace
+
+std::vector<std::string> Table::lines(bool headings, std::size_t width, std::string_view ellipsis,
+                                      bool colour) const {
+  const Layout layout = fit(columns_, widths_of(columns_, rows_, headings), width);
+  hidden_.clear();
+  for (std::size_t i = 0; i < columns_.size(); ++i)
+    if (!layout.shown[i]) hidden_.push_back(columns_[i].header);
   std::vector<std::string> out;
   out.reserve(rows_.size() + 1);
   if (headings) {
     std::vector<std::string> header;
     for (const auto& column : columns_) header.push_back(column.header);
-    out.push_back(line(header, {}));
+    out.push_back(layout_line(columns_, layout, header, {}, width, ellipsis, colour));
   }
-  for (std::size_t r = 0; r < rows_.size(); ++r) out.push_back(line(rows_[r], colours_[r]));
+  for (std::size_t r = 0; r < rows_.size(); ++r)
+    out.push_back(layout_line(columns_, layout, rows_[r], colours_[r], width, ellipsis, colour));
   return out;
 }
 
