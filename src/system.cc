@@ -531,14 +531,6 @@ class RealSystem final : public System {
     return info;
   }
 
-  std::int64_t pid_max() override {
-    static const std::int64_t value = [] {
-      std::int64_t read = parse_int(read_small_file("/proc/sys/kernel/pid_max"));
-      return read > 0 ? read : std::int64_t{4194304};
-    }();
-    return value;
-  }
-
   std::int64_t boot_time_ns() override {
     static const std::int64_t value = [] {
       std::string stat = read_small_file("/proc/stat");
@@ -556,8 +548,6 @@ class RealSystem final : public System {
     if (::stat(path.c_str(), &st) != 0) return std::nullopt;
     return static_cast<std::uint64_t>(st.st_ino);
   }
-
-  std::string proc_mount_options() override { return detail::proc_super_options(mount_info()); }
 
   std::string mount_info() override {
     // A host with many mounts has a large mountinfo; one that does not fit is unknown.

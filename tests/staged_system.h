@@ -46,6 +46,8 @@ class StagedSystem : public System {
   /// `real_processes` is set.
   std::map<std::int64_t, StagedProcess> processes;
   bool real_processes = false;
+  /// A pid_max for tests to pick pids against (nothing asks for the current pid_max: it
+  /// proves nothing).
   std::int64_t staged_pid_max = 4194304;
   /// Boot time: 2001-09-09, before any record a test writes.
   std::int64_t staged_boot_ns = 1'000'000'000'000'000'000;
@@ -55,9 +57,11 @@ class StagedSystem : public System {
   /// `real_processes` set the real ones are used instead.
   std::map<std::string, std::uint64_t, std::less<>> namespace_inodes = {
       {"pid", 4026531836}, {"user", 4026531837}};
+  /// The super options of /proc, carried by mount_info() as its last /proc line.
   std::string staged_proc_options = "rw,nosuid,nodev,noexec,relatime";
-  /// mountinfo text; unset: a line for the device of `staged_area` without `idmapped` when
-  /// that is set, else the real mountinfo.
+  /// mountinfo text before that /proc line; unset: a line for the device of `staged_area`
+  /// without `idmapped` when that is set (nothing when it cannot be read), else the real
+  /// mountinfo.
   std::optional<std::string> staged_mount_info;
   /// The area whose device the default mountinfo lists.
   std::optional<std::string> staged_area;
@@ -191,7 +195,6 @@ class StagedSystem : public System {
     if (info && info->pid == 0) info->pid = pid;
     return info;
   }
-  std::int64_t pid_max() override { return real_processes ? real_.pid_max() : staged_pid_max; }
   std::int64_t boot_time_ns() override {
     return real_processes ? real_.boot_time_ns() : staged_boot_ns;
   }
@@ -202,16 +205,20 @@ class StagedSystem : public System {
     if (found == namespace_inodes.end()) return std::nullopt;
     return found->second;
   }
-  std::string proc_mount_options() override {
-    return real_processes ? real_.proc_mount_options() : staged_proc_options;
-  }
+  /// The staged mountinfo (see staged_mount_info) followed by a /proc mount whose super
+  /// options are `staged_proc_options`: the last /proc listed is the one that counts.
   std::string mount_info() override {
+    ++mount_info_reads;
     if (real_processes) return real_.mount_info();
-    if (staged_mount_info) return *staged_mount_info;
-    if (!staged_area) return real_.mount_info();
-    auto st = real_.lstat(*staged_area);
-    if (!st) return {};
-    return mount_line(*st, "rw,relatime");
+    std::string text;
+    if (staged_mount_info) {
+      text = *staged_mount_info;
+    } else if (!staged_area) {
+      text = real_.mount_info();
+    } else if (auto st = real_.lstat(*staged_area)) {
+      text = mount_line(*st, "rw,relatime");
+    }
+    return text + proc_mount_line(staged_proc_options);
   }
   std::optional<std::uint64_t> filesystem_magic(const std::string& path) override {
     return real_processes ? real_.filesystem_magic(path) : staged_filesystem_magic;
@@ -231,6 +238,12 @@ class StagedSystem : public System {
     return real_processes ? real_.paused_processes() : staged_paused;
   }
 
+  /// A mountinfo line mounting proc at /proc with super options `options`, on device 0:0
+  /// (which the kernel gives no filesystem, so it is never an area's).
+  static std::string proc_mount_line(std::string_view options) {
+    return "22 1 0:0 / /proc rw,nosuid,nodev,noexec,relatime shared:2 - proc proc " +
+           std::string(options) + "\n";
+  }
   /// A mountinfo line mounting the device of `st` at /mnt with per-mount `options`.
   static std::string mount_line(const FileStat& st, std::string_view options) {
     return "30 1 " + std::to_string(::major(static_cast<dev_t>(st.dev))) + ":" +
@@ -286,6 +299,8 @@ class StagedSystem : public System {
   std::vector<Account> became;
   /// Calls of namespace_inode (gather_host's first host fact): how often the host was read.
   int namespace_inode_reads = 0;
+  /// Calls of mount_info: how often mountinfo was read.
+  int mount_info_reads = 0;
   /// The audit lines sent to the system log (never to the real one).
   std::vector<std::string> audit_lines;
 

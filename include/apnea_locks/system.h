@@ -177,8 +177,6 @@ class System {
   virtual int signal_probe(std::int64_t pid) = 0;
   /// What /proc says about `pid`, or nothing when it has no entry there.
   virtual std::optional<ProcessInfo> process_info(std::int64_t pid) = 0;
-  /// The kernel's pid_max: every pid is below it.
-  virtual std::int64_t pid_max() = 0;
   /// Wall-clock time of the last boot, in nanoseconds since the epoch.
   virtual std::int64_t boot_time_ns() = 0;
 
@@ -186,10 +184,8 @@ class System {
   /// The inode of /proc/self/ns/<kind> (`kind` is "pid" or "user"), by stat; nothing when it
   /// cannot be read.
   virtual std::optional<std::uint64_t> namespace_inode(std::string_view kind) = 0;
-  /// The super options of the /proc mount (last field of its /proc/self/mountinfo line, e.g.
-  /// "rw,hidepid=invisible"); "" when unknown.
-  virtual std::string proc_mount_options() = 0;
-  /// The whole text of /proc/self/mountinfo; "" when it cannot be read (whole).
+  /// The whole text of /proc/self/mountinfo; "" when it cannot be read (whole). It tells
+  /// both the mount of the area (idmapped or not) and the options of /proc (hidepid).
   virtual std::string mount_info() = 0;
   /// statfs(2) f_type of the filesystem holding `path`; nothing when statfs fails.
   virtual std::optional<std::uint64_t> filesystem_magic(const std::string& path) = 0;
