@@ -1,7 +1,8 @@
 // A System for tests: real files in a temp folder, plus a hook before every call (to stage a
 // race or a crash at an exact step), a staged process table and a staged clock. Every call of
-// System is overridden here and, unless staged, forwarded to the same call of the real one,
-// so staged races run on the calls users run (the descriptor-relative ones included).
+// System is overridden here, grouped by its roles, and, unless staged, forwarded to the same
+// call of the real one, so staged races run on the calls users run (the descriptor-relative
+// ones included).
 #pragma once
 
 #include <sys/sysmacros.h>
@@ -52,7 +53,7 @@ class StagedSystem : public System {
   /// Boot time: 2001-09-09, before any record a test writes.
   std::int64_t staged_boot_ns = 1'000'000'000'000'000'000;
 
-  /// The host facts (System::namespace_inode ... namespace_view). They default to a healthy
+  /// The host facts (System's Host calls, and namespace_view). They default to a healthy
   /// host in the initial namespaces, on tmpfs, whose clock has not stepped since boot; with
   /// `real_processes` set the real ones are used instead.
   std::map<std::string, std::uint64_t, std::less<>> namespace_inodes = {
@@ -89,6 +90,7 @@ class StagedSystem : public System {
   System& real() { return real_; }
   bool crashed() const { return crash_after && steps_ >= *crash_after; }
 
+  // Files.
   SysResult<FileStat> lstat(const std::string& path) override {
     if (!step("lstat", path)) return dead();
     return real_.lstat(path);
@@ -180,6 +182,8 @@ class StagedSystem : public System {
     if (!step("lock_exclusive", std::to_string(fd))) return dead();
     return real_.lock_exclusive(fd);
   }
+
+  // Processes.
   int signal_probe(std::int64_t pid) override {
     if (!step("kill", std::to_string(pid))) return ENOTRECOVERABLE;
     if (real_processes) return real_.signal_probe(pid);
@@ -198,6 +202,16 @@ class StagedSystem : public System {
   std::int64_t boot_time_ns() override {
     return real_processes ? real_.boot_time_ns() : staged_boot_ns;
   }
+  std::vector<ProcessInfo> namespace_view() override {
+    if (!step("ns_view", "")) return {};
+    return real_processes ? real_.namespace_view() : namespace_processes;
+  }
+  std::optional<std::vector<ProcessInfo>> paused_processes() override {
+    if (!step("paused", "")) return std::nullopt;
+    return real_processes ? real_.paused_processes() : staged_paused;
+  }
+
+  // Host.
   std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
     ++namespace_inode_reads;
     if (real_processes) return real_.namespace_inode(kind);
@@ -228,15 +242,6 @@ class StagedSystem : public System {
     if (!dev_birth_known) return std::nullopt;
     return staged_dev_birth_ns.value_or(staged_boot_ns);
   }
-  std::uint32_t euid() override { return staged_euid.value_or(real_.euid()); }
-  std::vector<ProcessInfo> namespace_view() override {
-    if (!step("ns_view", "")) return {};
-    return real_processes ? real_.namespace_view() : namespace_processes;
-  }
-  std::optional<std::vector<ProcessInfo>> paused_processes() override {
-    if (!step("paused", "")) return std::nullopt;
-    return real_processes ? real_.paused_processes() : staged_paused;
-  }
 
   /// A mountinfo line mounting proc at /proc with super options `options`, on device 0:0
   /// (which the kernel gives no filesystem, so it is never an area's).
@@ -251,6 +256,7 @@ class StagedSystem : public System {
            " shared:1 - tmpfs tmpfs rw\n";
   }
 
+  // ThisProcess.
   std::int64_t now_ns() override {
     return fixed_now_ns ? *fixed_now_ns : real_.now_ns() + clock_offset_ns;
   }
@@ -260,19 +266,22 @@ class StagedSystem : public System {
     if (on_sleep) on_sleep();
   }
   std::uint32_t uid() override { return real_.uid(); }
+  std::uint32_t euid() override { return staged_euid.value_or(real_.euid()); }
   std::int64_t pid() override { return staged_pid ? *staged_pid : real_.pid(); }
   std::optional<std::string> env(const std::string& name) override {
     auto found = environment.find(name);
     if (found != environment.end()) return found->second;
     return real_.env(name);
   }
-  std::optional<std::string> passwd_home(std::uint32_t uid) override {
-    return staged_passwd_home ? staged_passwd_home : real_.passwd_home(uid);
-  }
   void random_bytes(std::span<std::byte> out) override { real_.random_bytes(out); }
   bool is_terminal(int fd) override { return terminal.value_or(real_.is_terminal(fd)); }
   std::optional<int> terminal_columns(int fd) override {
     return terminal ? terminal_width : real_.terminal_columns(fd);
+  }
+
+  // Accounts.
+  std::optional<std::string> passwd_home(std::uint32_t uid) override {
+    return staged_passwd_home ? staged_passwd_home : real_.passwd_home(uid);
   }
   std::optional<Account> lookup_account(const std::string& name) override {
     auto found = accounts.find(name);
@@ -289,6 +298,7 @@ class StagedSystem : public System {
     return {};
   }
 
+  // SystemLog.
   void log_audit(const std::string& line) override { audit_lines.push_back(line); }
 
   /// Staged answers for is_terminal (with terminal_width for terminal_columns while
