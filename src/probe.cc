@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <string>
 
 #include "detail/probe.h"
 #include "detail/split.h"
@@ -24,6 +26,7 @@ using detail::namespace_carriers;
 using detail::parse_mountinfo;
 using detail::pid_max_limit;
 using detail::proc_options_hide_processes;
+using detail::proc_super_options;
 
 namespace {
 /// How far btime and the birth of /dev may differ before clock evidence is void: 60 s.
@@ -240,10 +243,17 @@ namespace {
 HostFacts gather(System& system, const std::string& area_directory,
                  std::optional<std::uint64_t> area_dev) {
   HostFacts host;
+  // mountinfo tells both the options of /proc and the area's mount: read once, when first
+  // needed (root needs neither the /proc options nor, for an area that is gone, the mount).
+  std::optional<std::string> mountinfo;
+  auto mounts = [&]() -> const std::string& {
+    if (!mountinfo) mountinfo = system.mount_info();
+    return *mountinfo;
+  };
   host.initial_pid_namespace = system.namespace_inode("pid") == initial_pid_namespace_inode;
   host.initial_user_namespace = system.namespace_inode("user") == initial_user_namespace_inode;
   host.process_table_complete =
-      system.euid() == 0 || !proc_options_hide_processes(system.proc_mount_options());
+      system.euid() == 0 || !proc_options_hide_processes(proc_super_options(mounts()));
   if (auto magic = system.filesystem_magic(area_directory)) {
     host.filesystem = filesystem_name(*magic);
     host.local_filesystem = local_filesystem_magic(*magic);
@@ -252,7 +262,7 @@ HostFacts gather(System& system, const std::string& area_directory,
   }
   if (area_dev) {
     const auto dev = static_cast<dev_t>(*area_dev);
-    host.idmapped = device_idmapped(system.mount_info(), major(dev), minor(dev));
+    host.idmapped = device_idmapped(mounts(), major(dev), minor(dev));
   }
   host.boot_time_ns = system.boot_time_ns();
   host.dev_birth_ns = system.birth_time_ns("/dev");

@@ -484,6 +484,30 @@ TEST_CASE("gather_host reads the staged host") {
   }
 }
 
+TEST_CASE("gather_host reads mountinfo once, for both /proc's options and the area's mount") {
+  TempDir area;
+  StagedSystem system;
+  system.staged_area = area.path();
+  system.staged_euid = 1000;
+  auto st = system.lstat(area.path());
+  REQUIRE(st);
+  HostFacts facts = gather_host(system, area.path(), st->dev);
+  CHECK(system.mount_info_reads == 1);
+  CHECK(facts.process_table_complete);
+  CHECK_FALSE(facts.idmapped);
+
+  system.staged_proc_options = "rw,hidepid=2";
+  system.staged_mount_info = StagedSystem::mount_line(*st, "rw,relatime,idmapped");
+  facts = gather_host(system, area.path(), st->dev);
+  CHECK(system.mount_info_reads == 2);
+  CHECK_FALSE(facts.process_table_complete);
+  CHECK(facts.idmapped);
+
+  system.staged_euid = 0;  // root sees every process: only the area's mount is looked up
+  CHECK(gather_host(system, area.path(), st->dev).process_table_complete);
+  CHECK(system.mount_info_reads == 3);
+}
+
 TEST_CASE("gather_process asks only what it needs") {
   StagedSystem system;
   system.processes[10] = StagedProcess{0, ProcessInfo{'S', 10, 0, 0, "apnea"}};
@@ -616,7 +640,7 @@ TEST_CASE("real host facts are read") {
   CHECK(facts.boot_time_ns > 0);
   CHECK(facts.can_be_certain() == facts.why_not_certain().empty());
   CHECK_FALSE(system.mount_info().empty());
-  CHECK_FALSE(system.proc_mount_options().empty());
+  CHECK_FALSE(proc_super_options(system.mount_info()).empty());
   CHECK(system.namespace_inode("pid").has_value());
   CHECK_FALSE(system.namespace_inode("no-such-namespace").has_value());
   for (const ProcessInfo& process : system.namespace_view()) CHECK(process.nspid.size() > 1);

@@ -1,7 +1,8 @@
 // A System for tests: real files in a temp folder, plus a hook before every call (to stage a
 // race or a crash at an exact step), a staged process table and a staged clock. Every call of
-// System is overridden here and, unless staged, forwarded to the same call of the real one,
-// so staged races run on the calls users run (the descriptor-relative ones included).
+// System is overridden here, grouped by its roles, and, unless staged, forwarded to the same
+// call of the real one, so staged races run on the calls users run (the descriptor-relative
+// ones included).
 #pragma once
 
 #include <sys/sysmacros.h>
@@ -46,18 +47,22 @@ class StagedSystem : public System {
   /// `real_processes` is set.
   std::map<std::int64_t, StagedProcess> processes;
   bool real_processes = false;
+  /// A pid_max for tests to pick pids against (nothing asks for the current pid_max: it
+  /// proves nothing).
   std::int64_t staged_pid_max = 4194304;
   /// Boot time: 2001-09-09, before any record a test writes.
   std::int64_t staged_boot_ns = 1'000'000'000'000'000'000;
 
-  /// The host facts (System::namespace_inode ... namespace_view). They default to a healthy
+  /// The host facts (System's Host calls, and namespace_view). They default to a healthy
   /// host in the initial namespaces, on tmpfs, whose clock has not stepped since boot; with
   /// `real_processes` set the real ones are used instead.
   std::map<std::string, std::uint64_t, std::less<>> namespace_inodes = {
       {"pid", 4026531836}, {"user", 4026531837}};
+  /// The super options of /proc, carried by mount_info() as its last /proc line.
   std::string staged_proc_options = "rw,nosuid,nodev,noexec,relatime";
-  /// mountinfo text; unset: a line for the device of `staged_area` without `idmapped` when
-  /// that is set, else the real mountinfo.
+  /// mountinfo text before that /proc line; unset: a line for the device of `staged_area`
+  /// without `idmapped` when that is set (nothing when it cannot be read), else the real
+  /// mountinfo.
   std::optional<std::string> staged_mount_info;
   /// The area whose device the default mountinfo lists.
   std::optional<std::string> staged_area;
@@ -85,6 +90,7 @@ class StagedSystem : public System {
   System& real() { return real_; }
   bool crashed() const { return crash_after && steps_ >= *crash_after; }
 
+  // Files.
   SysResult<FileStat> lstat(const std::string& path) override {
     if (!step("lstat", path)) return dead();
     return real_.lstat(path);
@@ -176,6 +182,8 @@ class StagedSystem : public System {
     if (!step("lock_exclusive", std::to_string(fd))) return dead();
     return real_.lock_exclusive(fd);
   }
+
+  // Processes.
   int signal_probe(std::int64_t pid) override {
     if (!step("kill", std::to_string(pid))) return ENOTRECOVERABLE;
     if (real_processes) return real_.signal_probe(pid);
@@ -191,37 +199,9 @@ class StagedSystem : public System {
     if (info && info->pid == 0) info->pid = pid;
     return info;
   }
-  std::int64_t pid_max() override { return real_processes ? real_.pid_max() : staged_pid_max; }
   std::int64_t boot_time_ns() override {
     return real_processes ? real_.boot_time_ns() : staged_boot_ns;
   }
-  std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
-    ++namespace_inode_reads;
-    if (real_processes) return real_.namespace_inode(kind);
-    auto found = namespace_inodes.find(kind);
-    if (found == namespace_inodes.end()) return std::nullopt;
-    return found->second;
-  }
-  std::string proc_mount_options() override {
-    return real_processes ? real_.proc_mount_options() : staged_proc_options;
-  }
-  std::string mount_info() override {
-    if (real_processes) return real_.mount_info();
-    if (staged_mount_info) return *staged_mount_info;
-    if (!staged_area) return real_.mount_info();
-    auto st = real_.lstat(*staged_area);
-    if (!st) return {};
-    return mount_line(*st, "rw,relatime");
-  }
-  std::optional<std::uint64_t> filesystem_magic(const std::string& path) override {
-    return real_processes ? real_.filesystem_magic(path) : staged_filesystem_magic;
-  }
-  std::optional<std::int64_t> birth_time_ns(const std::string& path) override {
-    if (real_processes) return real_.birth_time_ns(path);
-    if (!dev_birth_known) return std::nullopt;
-    return staged_dev_birth_ns.value_or(staged_boot_ns);
-  }
-  std::uint32_t euid() override { return staged_euid.value_or(real_.euid()); }
   std::vector<ProcessInfo> namespace_view() override {
     if (!step("ns_view", "")) return {};
     return real_processes ? real_.namespace_view() : namespace_processes;
@@ -231,6 +211,44 @@ class StagedSystem : public System {
     return real_processes ? real_.paused_processes() : staged_paused;
   }
 
+  // Host.
+  std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
+    ++namespace_inode_reads;
+    if (real_processes) return real_.namespace_inode(kind);
+    auto found = namespace_inodes.find(kind);
+    if (found == namespace_inodes.end()) return std::nullopt;
+    return found->second;
+  }
+  /// The staged mountinfo (see staged_mount_info) followed by a /proc mount whose super
+  /// options are `staged_proc_options`: the last /proc listed is the one that counts.
+  std::string mount_info() override {
+    ++mount_info_reads;
+    if (real_processes) return real_.mount_info();
+    std::string text;
+    if (staged_mount_info) {
+      text = *staged_mount_info;
+    } else if (!staged_area) {
+      text = real_.mount_info();
+    } else if (auto st = real_.lstat(*staged_area)) {
+      text = mount_line(*st, "rw,relatime");
+    }
+    return text + proc_mount_line(staged_proc_options);
+  }
+  std::optional<std::uint64_t> filesystem_magic(const std::string& path) override {
+    return real_processes ? real_.filesystem_magic(path) : staged_filesystem_magic;
+  }
+  std::optional<std::int64_t> birth_time_ns(const std::string& path) override {
+    if (real_processes) return real_.birth_time_ns(path);
+    if (!dev_birth_known) return std::nullopt;
+    return staged_dev_birth_ns.value_or(staged_boot_ns);
+  }
+
+  /// A mountinfo line mounting proc at /proc with super options `options`, on device 0:0
+  /// (which the kernel gives no filesystem, so it is never an area's).
+  static std::string proc_mount_line(std::string_view options) {
+    return "22 1 0:0 / /proc rw,nosuid,nodev,noexec,relatime shared:2 - proc proc " +
+           std::string(options) + "\n";
+  }
   /// A mountinfo line mounting the device of `st` at /mnt with per-mount `options`.
   static std::string mount_line(const FileStat& st, std::string_view options) {
     return "30 1 " + std::to_string(::major(static_cast<dev_t>(st.dev))) + ":" +
@@ -238,6 +256,7 @@ class StagedSystem : public System {
            " shared:1 - tmpfs tmpfs rw\n";
   }
 
+  // ThisProcess.
   std::int64_t now_ns() override {
     return fixed_now_ns ? *fixed_now_ns : real_.now_ns() + clock_offset_ns;
   }
@@ -247,19 +266,22 @@ class StagedSystem : public System {
     if (on_sleep) on_sleep();
   }
   std::uint32_t uid() override { return real_.uid(); }
+  std::uint32_t euid() override { return staged_euid.value_or(real_.euid()); }
   std::int64_t pid() override { return staged_pid ? *staged_pid : real_.pid(); }
   std::optional<std::string> env(const std::string& name) override {
     auto found = environment.find(name);
     if (found != environment.end()) return found->second;
     return real_.env(name);
   }
-  std::optional<std::string> passwd_home(std::uint32_t uid) override {
-    return staged_passwd_home ? staged_passwd_home : real_.passwd_home(uid);
-  }
   void random_bytes(std::span<std::byte> out) override { real_.random_bytes(out); }
   bool is_terminal(int fd) override { return terminal.value_or(real_.is_terminal(fd)); }
   std::optional<int> terminal_columns(int fd) override {
     return terminal ? terminal_width : real_.terminal_columns(fd);
+  }
+
+  // Accounts.
+  std::optional<std::string> passwd_home(std::uint32_t uid) override {
+    return staged_passwd_home ? staged_passwd_home : real_.passwd_home(uid);
   }
   std::optional<Account> lookup_account(const std::string& name) override {
     auto found = accounts.find(name);
@@ -276,6 +298,7 @@ class StagedSystem : public System {
     return {};
   }
 
+  // SystemLog.
   void log_audit(const std::string& line) override { audit_lines.push_back(line); }
 
   /// Staged answers for is_terminal (with terminal_width for terminal_columns while
@@ -286,6 +309,8 @@ class StagedSystem : public System {
   std::vector<Account> became;
   /// Calls of namespace_inode (gather_host's first host fact): how often the host was read.
   int namespace_inode_reads = 0;
+  /// Calls of mount_info: how often mountinfo was read.
+  int mount_info_reads = 0;
   /// The audit lines sent to the system log (never to the real one).
   std::vector<std::string> audit_lines;
 

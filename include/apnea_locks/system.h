@@ -92,16 +92,12 @@ struct Account {
   std::string home;
 };
 
-/// Every operating-system call the tool makes. `real_system()` talks to the kernel; tests
-/// wrap it (see tests/staged_system.h) to stage races, crashes and process tables. The real
-/// one may be called from several threads at once (a survey with jobs > 1); a wrapper need
-/// not be, and is surveyed with one job.
-class System {
+/// The filesystem: paths used as given, and entries relative to an open directory (removing
+/// an entry without a path race). Nothing here follows a final symlink unless the call says so.
+class Files {
  public:
-  virtual ~System() = default;
+  virtual ~Files() = default;
 
-  // Filesystem. Paths are used as given; nothing here follows a final symlink unless the
-  // call says so.
   /// lstat(2).
   virtual SysResult<FileStat> lstat(const std::string& path) = 0;
   /// open(2) read-only with O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC: a symlink fails with ELOOP and
@@ -146,14 +142,14 @@ class System {
   /// realpath(3).
   virtual SysResult<std::string> realpath(const std::string& path) = 0;
 
-  // Filesystem, relative to an open directory (removing an entry without a path race).
   /// open(2) of a directory with O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC: a symlink fails with
   /// ELOOP, anything but a directory with ENOTDIR. Close it with close().
   virtual SysResult<int> open_directory(const std::string& path) = 0;
   /// Streams the entries of the directory open as `fd` (without "." and ".."), read from
   /// its start, like list_directory; `visit` returns false to stop early. `fd` stays open
   /// (its read position is moved: one listing of a descriptor at a time).
-  virtual SysResult<void> list_directory_at(int fd, const std::function<bool(const DirEntry&)>& visit) = 0;
+  virtual SysResult<void> list_directory_at(
+      int fd, const std::function<bool(const DirEntry&)>& visit) = 0;
   /// fstatat(2) of `name` in the directory `fd`, not following a symlink.
   virtual SysResult<FileStat> stat_at(int fd, const std::string& name) = 0;
   /// unlinkat(2) of the file `name` in the directory `fd` (never a directory).
@@ -171,33 +167,20 @@ class System {
   /// flock(2) of `fd` with LOCK_EX|LOCK_NB: fails with EWOULDBLOCK while another open file
   /// description holds it. close() drops it, and so does the kernel when the process ends.
   virtual SysResult<void> lock_exclusive(int fd) = 0;
+};
 
-  // Processes.
+/// The processes a pid may name: the kernel's answer to a signal and what /proc says
+/// (the kernel's version reads /proc through src/detail/procfs.h).
+class Processes {
+ public:
+  virtual ~Processes() = default;
+
   /// kill(pid, 0): 0 when the signal could be sent, else the errno (ESRCH, EPERM, ...).
   virtual int signal_probe(std::int64_t pid) = 0;
   /// What /proc says about `pid`, or nothing when it has no entry there.
   virtual std::optional<ProcessInfo> process_info(std::int64_t pid) = 0;
-  /// The kernel's pid_max: every pid is below it.
-  virtual std::int64_t pid_max() = 0;
   /// Wall-clock time of the last boot, in nanoseconds since the epoch.
   virtual std::int64_t boot_time_ns() = 0;
-
-  // The host facts a proof of death rests on (PROTOCOL.md section 9), read once per survey.
-  /// The inode of /proc/self/ns/<kind> (`kind` is "pid" or "user"), by stat; nothing when it
-  /// cannot be read.
-  virtual std::optional<std::uint64_t> namespace_inode(std::string_view kind) = 0;
-  /// The super options of the /proc mount (last field of its /proc/self/mountinfo line, e.g.
-  /// "rw,hidepid=invisible"); "" when unknown.
-  virtual std::string proc_mount_options() = 0;
-  /// The whole text of /proc/self/mountinfo; "" when it cannot be read (whole).
-  virtual std::string mount_info() = 0;
-  /// statfs(2) f_type of the filesystem holding `path`; nothing when statfs fails.
-  virtual std::optional<std::uint64_t> filesystem_magic(const std::string& path) = 0;
-  /// statx(2) birth time of `path` (STATX_BTIME), in wall-clock nanoseconds; nothing when
-  /// the filesystem does not report it.
-  virtual std::optional<std::int64_t> birth_time_ns(const std::string& path) = 0;
-  /// geteuid(2).
-  virtual std::uint32_t euid() = 0;
   /// Every process in /proc whose `NSpid:` has more than one field (it lives in a nested
   /// PID namespace), with pid, nspid, state, threads, uids, tgid, start_time_ns and command;
   /// processes that vanish while being read are left out. One walk of /proc per call.
@@ -207,20 +190,43 @@ class System {
   /// kernel threads (PF_KTHREAD) are left out, whatever a user process calls itself. Nothing
   /// when /proc cannot be listed. One walk of /proc.
   virtual std::optional<std::vector<ProcessInfo>> paused_processes() = 0;
+};
 
-  // This process.
+/// The host facts a proof of death rests on (PROTOCOL.md section 9), read once per survey.
+class Host {
+ public:
+  virtual ~Host() = default;
+
+  /// The inode of /proc/self/ns/<kind> (`kind` is "pid" or "user"), by stat; nothing when it
+  /// cannot be read.
+  virtual std::optional<std::uint64_t> namespace_inode(std::string_view kind) = 0;
+  /// The whole text of /proc/self/mountinfo; "" when it cannot be read (whole). It tells
+  /// both the mount of the area (idmapped or not) and the options of /proc (hidepid).
+  virtual std::string mount_info() = 0;
+  /// statfs(2) f_type of the filesystem holding `path`; nothing when statfs fails.
+  virtual std::optional<std::uint64_t> filesystem_magic(const std::string& path) = 0;
+  /// statx(2) birth time of `path` (STATX_BTIME), in wall-clock nanoseconds; nothing when
+  /// the filesystem does not report it.
+  virtual std::optional<std::int64_t> birth_time_ns(const std::string& path) = 0;
+};
+
+/// This process: its ids, environment, clock, randomness and terminal.
+class ThisProcess {
+ public:
+  virtual ~ThisProcess() = default;
+
   /// Wall-clock now, in nanoseconds since the epoch.
   virtual std::int64_t now_ns() = 0;
   /// Sleeps (tests make this return at once or run a step of a staged race).
   virtual void sleep(std::chrono::nanoseconds duration) = 0;
   /// getuid(2).
   virtual std::uint32_t uid() = 0;
+  /// geteuid(2).
+  virtual std::uint32_t euid() = 0;
   /// getpid(2).
   virtual std::int64_t pid() = 0;
   /// getenv(3); nothing when unset.
   virtual std::optional<std::string> env(const std::string& name) = 0;
-  /// The passwd entry's home directory for `uid`.
-  virtual std::optional<std::string> passwd_home(std::uint32_t uid) = 0;
   /// Fills `out` with random bytes (getrandom(2)).
   virtual void random_bytes(std::span<std::byte> out) = 0;
   /// isatty(3) of a descriptor of this process (0, 1, 2).
@@ -228,35 +234,60 @@ class System {
   /// The width in columns of the terminal on descriptor `fd` (ioctl TIOCGWINSZ); nothing
   /// when it is not a terminal or reports no width (0).
   virtual std::optional<int> terminal_columns(int fd) = 0;
+};
 
-  // The system log.
-  /// One audit line (audit.h) to syslog(3): ident "apnea-locks" with the pid, facility
-  /// LOG_AUTHPRIV, level LOG_NOTICE. The line is printable ASCII already. Never fails: with
-  /// no syslog daemon (no /dev/log) the line is lost, as syslog(3) loses it.
-  virtual void log_audit(const std::string& line) = 0;
+/// The passwd database, and dropping privileges to one of its accounts (reclaim --user,
+/// status/check --all-users).
+class Accounts {
+ public:
+  virtual ~Accounts() = default;
 
-  // Accounts (reclaim --user).
+  /// The passwd entry's home directory for `uid`.
+  virtual std::optional<std::string> passwd_home(std::uint32_t uid) = 0;
   /// The passwd entry named `name`.
   virtual std::optional<Account> lookup_account(const std::string& name) = 0;
-  /// The passwd entry of `uid` (status/check --all-users).
+  /// The passwd entry of `uid`.
   virtual std::optional<Account> lookup_uid(std::uint32_t uid) = 0;
   /// Drops this process's privileges to `account` for good: supplementary groups, gid,
   /// then uid (setgroups, setgid, setuid). Fails unless privileged.
   virtual SysResult<void> become(const Account& account) = 0;
 };
 
-/// A descriptor opened through a System, closed through it when this goes out of scope.
+/// The system log, where every removal is recorded.
+class SystemLog {
+ public:
+  virtual ~SystemLog() = default;
+
+  /// One audit line (audit.h) to syslog(3): ident "apnea-locks" with the pid, facility
+  /// LOG_AUTHPRIV, level LOG_NOTICE. The line is printable ASCII already. Never fails: with
+  /// no syslog daemon (no /dev/log) the line is lost, as syslog(3) loses it.
+  virtual void log_audit(const std::string& line) = 0;
+};
+
+/// Every operating-system call the tool makes, one role per base. `real_system()` talks to
+/// the kernel; tests wrap it (see tests/staged_system.h) to stage races, crashes, process
+/// tables and host facts. The real one may be called from several threads at once (a survey
+/// with jobs > 1); a wrapper need not be, and is surveyed with one job.
+class System : public Files,
+               public Processes,
+               public Host,
+               public ThisProcess,
+               public Accounts,
+               public SystemLog {};
+
+/// A descriptor opened through Files, closed through the same Files when this goes out of
+/// scope.
 class Descriptor {
  public:
   Descriptor() = default;
-  /// Takes `fd` (a descriptor `system` opened), to close through `system`.
-  Descriptor(System& system, int fd) : system_(&system), fd_(fd) {}
+  /// Takes `fd` (a descriptor `files` opened), to close through `files`.
+  Descriptor(Files& files, int fd) : files_(&files), fd_(fd) {}
   Descriptor(Descriptor&& other) noexcept
-      : system_(other.system_), fd_(std::exchange(other.fd_, -1)) {}
+      : files_(other.files_), fd_(std::exchange(other.fd_, -1)) {}
   Descriptor& operator=(Descriptor&& other) noexcept {
     if (this != &other) {
       reset();
-      system_ = other.system_;
+      files_ = other.files_;
       fd_ = std::exchange(other.fd_, -1);
     }
     return *this;
@@ -271,18 +302,18 @@ class Descriptor {
   explicit operator bool() const { return fd_ >= 0; }
   /// Closes the descriptor held, if any.
   void reset() {
-    if (fd_ >= 0) system_->close(fd_);
+    if (fd_ >= 0) files_->close(fd_);
     fd_ = -1;
   }
 
  private:
-  System* system_ = nullptr;
+  Files* files_ = nullptr;
   int fd_ = -1;
 };
 
 /// The first `limit` bytes of the file open as `fd` (fewer when it ends before), read with
-/// System::pread from offset 0; the error of the first read that fails.
-SysResult<std::string> read_at_most(System& system, int fd, std::size_t limit);
+/// Files::pread from offset 0; the error of the first read that fails.
+SysResult<std::string> read_at_most(Files& files, int fd, std::size_t limit);
 
 /// The process-wide System that talks to the kernel.
 System& real_system();

@@ -1,0 +1,64 @@
+// Internals of the kernel's Processes (system.h): what the files of /proc say about a
+// process, read from a /proc tree given by its root directory (tests pass a fixture tree).
+// Not part of the library's interface (not installed); for src/ and the tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apnea_locks/system.h"
+
+namespace apnea_locks::detail {
+
+/// The kernel's /proc.
+inline constexpr std::string_view default_proc_root = "/proc";
+/// Where the kernel's cgroup hierarchies are mounted (v2 at the top, v1 per controller).
+inline constexpr std::string_view default_cgroup_root = "/sys/fs/cgroup";
+
+/// PF_KTHREAD in the `flags` field of a stat line: a kernel thread.
+inline constexpr std::int64_t kernel_thread_flag = 0x00200000;
+
+/// The fields of a /proc/<pid>/stat line the proofs use. The command (`comm`) may itself hold
+/// spaces and parentheses: it runs from the first '(' to the last ')', and the numbered
+/// fields follow that last ')'.
+struct StatLine {
+  /// The command between the first '(' and the last ')'; nothing when no '(' precedes it.
+  std::optional<std::string> comm;
+  char state = '?';                         ///< field 3 ('?' when the line ends at the ')')
+  std::optional<std::int64_t> flags;        ///< field 9; nothing when the line stops before
+  std::optional<std::int64_t> start_ticks;  ///< field 22, clock ticks after boot; ditto
+};
+
+/// Parses a stat line; nothing when it has no ')' closing the command. Pure.
+std::optional<StatLine> parse_stat_line(std::string_view text);
+
+/// What `<root>/<pid>` says about `pid`: stat, status (Tgid, Uid, Threads, NSpid) and
+/// cmdline, every file read through one descriptor of the directory, so all describe the
+/// same process even if its number is reused meanwhile (a read then fails). Nothing when
+/// the pid is out of range, has no entry, or its stat line stops before the start time. A
+/// missing status leaves its fields unknown; an empty cmdline (a kernel thread, a zombie)
+/// becomes `[comm]`. The start time is `boot_time_ns` plus the start ticks.
+std::optional<ProcessInfo> read_process(std::string_view root, std::int64_t pid,
+                                        std::int64_t boot_time_ns);
+
+/// The `btime` of `<root>/stat` in nanoseconds since the epoch; 0 when unknown.
+std::int64_t read_boot_time_ns(std::string_view root);
+
+/// Every process of `<root>` in a nested PID namespace (more than one `NSpid:` field), read
+/// by read_process; a process whose `ns/pid` link names the initial PID namespace is passed
+/// over without reading its status.
+std::vector<ProcessInfo> read_namespace_view(std::string_view root, std::int64_t boot_time_ns);
+
+/// Every user process of `<root>` that is paused: stopped (`T`), traced (`t`), or in a
+/// frozen cgroup under `cgroup_root` (v2 `<group>/cgroup.freeze` holding 1, v1
+/// `freezer/<group>/freezer.state` holding FROZEN), read by read_process. Kernel threads
+/// (PF_KTHREAD) are passed over before their cgroup is read. Nothing when `<root>` cannot be
+/// listed.
+std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view root,
+                                                              std::string_view cgroup_root,
+                                                              std::int64_t boot_time_ns);
+
+}  // namespace apnea_locks::detail

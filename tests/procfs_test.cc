@@ -1,0 +1,303 @@
+// What the files of a /proc tree say about processes (detail/procfs.h), read from fixture
+// trees built in a temp folder.
+#include "detail/procfs.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "detail/probe.h"
+#include "temp_dir.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::detail;
+using apnea_locks::testing::TempDir;
+
+namespace {
+
+constexpr std::int64_t boot_ns = 1'700'000'000'000'000'000;
+
+/// Nanoseconds after boot of a start time of `ticks` clock ticks.
+std::int64_t after_boot(std::int64_t ticks) {
+  return boot_ns + ticks * (1'000'000'000 / ::sysconf(_SC_CLK_TCK));
+}
+
+void write_file(const std::string& path, std::string_view data) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  REQUIRE(out.good());
+}
+
+/// A stat line as the kernel writes it: 52 fields, `flags` the 9th and `start` the 22nd.
+std::string stat_line(std::int64_t pid, std::string_view comm, char state,
+                      std::int64_t start = 4200, std::int64_t flags = 0x400100) {
+  return std::to_string(pid) + " (" + std::string(comm) + ") " + state + " 1 " +
+         std::to_string(pid) + " " + std::to_string(pid) + " 0 -1 " + std::to_string(flags) +
+         " 120 0 0 0 3 1 0 0 20 0 1 0 " + std::to_string(start) +
+         " 9211904 830 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 "
+         "0 0\n";
+}
+
+/// A status file with the fields the proofs read.
+std::string status_text(std::string_view name, std::int64_t tgid, std::string_view uids,
+                        std::string_view nspid, std::int64_t threads = 1) {
+  const std::string_view pid = nspid.substr(0, nspid.find('\t'));
+  return "Name:\t" + std::string(name) + "\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t" +
+         std::to_string(tgid) + "\nNgid:\t0\nPid:\t" + std::string(pid) +
+         "\nPPid:\t1\nTracerPid:\t0\nUid:\t" + std::string(uids) +
+         "\nGid:\t1000\t1000\t1000\t1000\nNSpid:\t" + std::string(nspid) + "\nThreads:\t" +
+         std::to_string(threads) + "\n";
+}
+
+/// A /proc fixture tree in a temp folder, with the cgroup hierarchies beside it.
+struct ProcTree {
+  TempDir dir;
+  std::string root = dir / "proc";
+  std::string cgroups = dir / "cgroup";
+
+  ProcTree() {
+    std::filesystem::create_directories(root);
+    std::filesystem::create_directories(cgroups);
+  }
+  void file(std::int64_t pid, std::string_view name, std::string_view data) {
+    write_file(root + "/" + std::to_string(pid) + "/" + std::string(name), data);
+  }
+  /// A process: its stat, status and cmdline (NUL-separated arguments).
+  void process(std::int64_t pid, const std::string& stat, const std::string& status,
+               std::string_view cmdline) {
+    file(pid, "stat", stat);
+    file(pid, "status", status);
+    file(pid, "cmdline", cmdline);
+  }
+  /// Its `ns/pid` link, naming the PID namespace of inode `inode`.
+  void pid_namespace(std::int64_t pid, std::uint64_t inode) {
+    std::filesystem::create_directories(root + "/" + std::to_string(pid) + "/ns");
+    std::filesystem::create_symlink("pid:[" + std::to_string(inode) + "]",
+                                    root + "/" + std::to_string(pid) + "/ns/pid");
+  }
+  std::optional<ProcessInfo> read(std::int64_t pid) const {
+    return read_process(root, pid, boot_ns);
+  }
+};
+
+std::vector<std::int64_t> pids_of(const std::vector<ProcessInfo>& processes) {
+  std::vector<std::int64_t> pids;
+  for (const ProcessInfo& process : processes) pids.push_back(process.pid);
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
+using namespace std::string_literals;
+
+}  // namespace
+
+TEST_CASE("a normal process: state, start time, ids, threads, NSpid and its command line") {
+  ProcTree tree;
+  tree.process(4242, stat_line(4242, "node", 'S', 4200),
+               status_text("node", 4242, "1000\t1001\t1002\t1003", "4242", 7),
+               "node\0/usr/bin/apnea\0--flag\0"s);
+  auto info = tree.read(4242);
+  REQUIRE(info);
+  CHECK(info->pid == 4242);
+  CHECK(info->state == 'S');
+  CHECK(info->start_time_ns == after_boot(4200));
+  CHECK(info->tgid == 4242);
+  CHECK(info->threads == 7);
+  CHECK(info->uids_known);
+  CHECK(info->uids == std::array<std::uint32_t, 4>{1000, 1001, 1002, 1003});
+  CHECK(info->uid == 1000);
+  CHECK(info->nspid == std::vector<std::int64_t>{4242});
+  CHECK(info->command == "node /usr/bin/apnea --flag");
+}
+
+TEST_CASE("a command holding spaces and parentheses ends at the last ')'") {
+  const std::string line = stat_line(77, "a) (b c) R 9", 'D', 31337, 0x40);
+  auto parsed = parse_stat_line(line);
+  REQUIRE(parsed);
+  REQUIRE(parsed->comm);
+  CHECK(*parsed->comm == "a) (b c) R 9");
+  CHECK(parsed->state == 'D');
+  CHECK(parsed->flags == 0x40);
+  CHECK(parsed->start_ticks == 31337);
+
+  ProcTree tree;
+  tree.process(77, line, status_text("a) (b c) R 9", 77, "0\t0\t0\t0", "77"), "");
+  auto info = tree.read(77);
+  REQUIRE(info);
+  CHECK(info->state == 'D');
+  CHECK(info->start_time_ns == after_boot(31337));
+  CHECK(info->command == "[a) (b c) R 9]");  // no command line: the stat name, bracketed
+}
+
+TEST_CASE("a stat line without a closing ')' or cut before the start time is no process") {
+  CHECK_FALSE(parse_stat_line("12 (name S 1 12"));
+  CHECK_FALSE(parse_stat_line(""));
+  auto cut = parse_stat_line("12 (name) S 1 12 12 0 -1 4194560");
+  REQUIRE(cut);
+  CHECK(cut->state == 'S');
+  CHECK(cut->flags == 4194560);
+  CHECK_FALSE(cut->start_ticks);
+  auto bare = parse_stat_line("12 name)");
+  REQUIRE(bare);
+  CHECK_FALSE(bare->comm);
+  CHECK(bare->state == '?');
+
+  ProcTree tree;
+  tree.process(12, "12 (name) S 1 12 12 0 -1 4194560\n",
+               status_text("name", 12, "0\t0\t0\t0", "12"), "name\0"s);
+  CHECK_FALSE(tree.read(12));
+  CHECK_FALSE(tree.read(13));  // no entry
+  CHECK_FALSE(tree.read(0));
+  CHECK_FALSE(tree.read(-5));
+}
+
+TEST_CASE("a thread: its Tgid names its leader") {
+  ProcTree tree;
+  tree.process(5001, stat_line(5001, "worker", 'R'),
+               status_text("worker", 5000, "1000\t1000\t1000\t1000", "5001", 4), "node\0app\0"s);
+  auto info = tree.read(5001);
+  REQUIRE(info);
+  CHECK(info->pid == 5001);
+  CHECK(info->tgid == 5000);
+  CHECK(info->threads == 4);
+  CHECK(info->state == 'R');
+}
+
+TEST_CASE("a kernel thread: PF_KTHREAD, no command line, never paused") {
+  const std::int64_t kthread = kernel_thread_flag | 0x8040;
+  ProcTree tree;
+  tree.process(9, stat_line(9, "kworker/0:1-events", 'I', 12, kthread),
+               status_text("kworker/0:1-events", 9, "0\t0\t0\t0", "9"), "");
+  auto parsed = parse_stat_line(stat_line(9, "kworker/0:1-events", 'I', 12, kthread));
+  REQUIRE(parsed);
+  CHECK(parsed->flags == kthread);
+  auto info = tree.read(9);
+  REQUIRE(info);
+  CHECK(info->command == "[kworker/0:1-events]");
+
+  // Stopped, a kernel thread is passed over; a user process calling itself one is not.
+  tree.process(10, stat_line(10, "kthreadd", 'T', 12, kthread),
+               status_text("kthreadd", 10, "0\t0\t0\t0", "10"), "");
+  tree.process(11, stat_line(11, "kworker/1:0", 'T', 99, 0x400000),
+               status_text("kworker/1:0", 11, "1000\t1000\t1000\t1000", "11"), "");
+  auto paused = read_paused_processes(tree.root, tree.cgroups, boot_ns);
+  REQUIRE(paused);
+  CHECK(pids_of(*paused) == std::vector<std::int64_t>{11});
+  CHECK(paused->front().command == "[kworker/1:0]");
+}
+
+TEST_CASE("a zombie: state Z, its last thread, its name bracketed") {
+  ProcTree tree;
+  tree.process(6000, stat_line(6000, "apnea run", 'Z', 500),
+               status_text("apnea run", 6000, "1000\t1000\t1000\t1000", "6000", 1), "");
+  auto info = tree.read(6000);
+  REQUIRE(info);
+  CHECK(info->state == 'Z');
+  CHECK(info->threads == 1);
+  CHECK(info->command == "[apnea run]");
+  CHECK(info->start_time_ns == after_boot(500));
+}
+
+TEST_CASE("NSpid with several fields: a process in nested PID namespaces") {
+  ProcTree tree;
+  tree.process(7000, stat_line(7000, "node", 'S'),
+               status_text("node", 7000, "100000\t100000\t100000\t100000", "7000\t42\t1"),
+               "node\0apnea\0"s);
+  tree.pid_namespace(7000, 4026532200);
+  // Our namespace only: left out, whether its link says so or its status does.
+  tree.process(300, stat_line(300, "bash", 'S'), status_text("bash", 300, "0\t0\t0\t0", "300"),
+               "bash\0"s);
+  tree.process(301, stat_line(301, "init", 'S'), status_text("init", 301, "0\t0\t0\t0", "301\t1"),
+               "init\0"s);
+  tree.pid_namespace(301, initial_pid_namespace_inode);  // the link is trusted over status
+  auto info = tree.read(7000);
+  REQUIRE(info);
+  CHECK(info->nspid == std::vector<std::int64_t>{7000, 42, 1});
+  CHECK(info->uid == 100000);
+
+  const std::vector<ProcessInfo> view = read_namespace_view(tree.root, boot_ns);
+  REQUIRE(pids_of(view) == std::vector<std::int64_t>{7000});
+  CHECK(view.front().nspid == std::vector<std::int64_t>{7000, 42, 1});
+  CHECK(view.front().command == "node apnea");
+}
+
+TEST_CASE("a missing status file leaves its fields unknown") {
+  ProcTree tree;
+  tree.file(8000, "stat", stat_line(8000, "node", 'S', 77));
+  tree.file(8000, "cmdline", "node\0"s);
+  auto info = tree.read(8000);
+  REQUIRE(info);
+  CHECK(info->state == 'S');
+  CHECK(info->start_time_ns == after_boot(77));
+  CHECK(info->tgid == 0);
+  CHECK(info->threads == 0);
+  CHECK(info->uid == 0);
+  CHECK_FALSE(info->uids_known);
+  CHECK(info->nspid.empty());
+  CHECK(info->command == "node");
+}
+
+TEST_CASE("a Uid line that is not four uids is not known") {
+  ProcTree tree;
+  tree.process(8100, stat_line(8100, "node", 'S'),
+               status_text("node", 8100, "1000\t1000\t1000", "8100"), "node\0"s);
+  auto info = tree.read(8100);
+  REQUIRE(info);
+  CHECK_FALSE(info->uids_known);
+  CHECK(info->uid == 1000);  // the real uid still read
+}
+
+TEST_CASE("stopped, traced and frozen processes are paused; running ones are not") {
+  ProcTree tree;
+  auto user = [&](std::int64_t pid, char state, std::string_view cgroup) {
+    tree.process(pid, stat_line(pid, "node", state, pid),
+                 status_text("node", pid, "1000\t1000\t1000\t1000", std::to_string(pid)),
+                 "node\0apnea\0"s);
+    tree.file(pid, "cgroup", cgroup);
+  };
+  user(100, 'T', "0::/user.slice/a\n");      // stopped (SIGSTOP)
+  user(101, 't', "0::/user.slice/a\n");      // stopped by a tracer
+  user(102, 'S', "0::/user.slice/frozen\n");  // cgroup v2 freezer
+  user(103, 'S', "12:freezer:/box\n0::/\n");  // cgroup v1 freezer
+  user(104, 'S', "0::/user.slice/a\n");      // running
+  user(105, 'R', "12:freezer:/thawed\n");     // v1, thawed
+  user(106, 'S', "0::/user.slice/../frozen\n");  // a path that climbs is not followed
+  write_file(tree.cgroups + "/user.slice/a/cgroup.freeze", "0\n");
+  write_file(tree.cgroups + "/user.slice/frozen/cgroup.freeze", "1\n");
+  write_file(tree.cgroups + "/freezer/box/freezer.state", "FROZEN\n");
+  write_file(tree.cgroups + "/freezer/thawed/freezer.state", "THAWED\n");
+
+  auto paused = read_paused_processes(tree.root, tree.cgroups, boot_ns);
+  REQUIRE(paused);
+  CHECK(pids_of(*paused) == std::vector<std::int64_t>{100, 101, 102, 103});
+  for (const ProcessInfo& process : *paused) {
+    CHECK(process.command == "node apnea");
+    CHECK(process.start_time_ns == after_boot(process.pid));
+  }
+  CHECK_FALSE(read_paused_processes(tree.dir / "no-proc", tree.cgroups, boot_ns));
+}
+
+TEST_CASE("boot time is the btime of <root>/stat") {
+  ProcTree tree;
+  write_file(tree.root + "/stat", "cpu  1 2 3 4\nintr 5\nctxt 6\nbtime 1700000000\nprocesses 7\n");
+  CHECK(read_boot_time_ns(tree.root) == 1'700'000'000'000'000'000);
+  CHECK(read_boot_time_ns(tree.dir / "none") == 0);
+}
+
+TEST_CASE("the kernel's /proc reads as this process") {
+  auto self = read_process(default_proc_root, ::getpid(), read_boot_time_ns(default_proc_root));
+  REQUIRE(self);
+  CHECK(self->pid == ::getpid());
+  CHECK(self->tgid == ::getpid());
+  CHECK(self->state == 'R');
+  CHECK(self->uid == ::getuid());
+  CHECK(self->uids_known);
+  CHECK_FALSE(self->nspid.empty());
+  CHECK(self->command.find("procfs_test") != std::string::npos);
+}
