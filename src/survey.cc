@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <memory>
+#include <exception>
 #include <optional>
 #include <string_view>
 #include <unordered_set>
@@ -99,7 +99,7 @@ namespace {
 constexpr int reconfirm_limit = 5;
 
 /// The most entries judged before they are visited (the survey's memory stays bounded).
-constexpr std::size_t batch_size = 512;
+constexpr std::size_t batch_size = 256;
 
 /// True when the entry is still the very directory, unchanged, whose owner record was read:
 /// same device and inode, and the same ctime and mtime. A release renames the lock away (a
@@ -113,25 +113,15 @@ bool unchanged_since(System& system, const DirRef& dir, const EntryFacts& facts)
   return now && now->unchanged_since(*facts.stat);
 }
 
-/// One listing of an area: every name, in listing order, and the locks that have a reclaim
-/// guard listed.
-struct Listing {
-  std::string bytes;                ///< the names, each followed by a NUL
-  std::vector<std::uint32_t> ends;  ///< where each name's NUL is in `bytes`
-  std::unordered_set<std::string> guarded;
+/// The locks of an area that have a reclaim guard, from one listing of it.
+struct GuardedLocks {
+  std::unordered_set<std::string> names;
 
-  std::string_view name(std::size_t index) const {
-    const std::size_t start = index == 0 ? 0 : ends[index - 1] + 1;
-    return std::string_view(bytes).substr(start, ends[index] - start);
-  }
-  void add(std::string_view name) {
-    if (name.ends_with(role_suffix(EntryRole::reclaim_guard))) {
-      const EntryName parsed = parse_entry_name(name);
-      if (parsed.role == EntryRole::reclaim_guard) guarded.insert(parsed.lock_name());
-    }
-    bytes.append(name);
-    ends.push_back(static_cast<std::uint32_t>(bytes.size()));
-    bytes.push_back('\0');
+  /// Notes `name` if it is a reclaim guard.
+  void note(std::string_view name) {
+    if (!name.ends_with(role_suffix(EntryRole::reclaim_guard))) return;
+    const EntryName parsed = parse_entry_name(name);
+    if (parsed.role == EntryRole::reclaim_guard) names.insert(parsed.lock_name());
   }
 };
 
@@ -152,11 +142,11 @@ class Survey {
 
   /// Entry `name` gathered, judged and re-confirmed; nothing when it vanished since the
   /// listing.
-  std::optional<Judgement> one(std::string_view name, const Listing& listing) {
+  std::optional<Judgement> one(std::string_view name, const GuardedLocks& guarded) {
     EntryName parsed = parse_entry_name(name);
     GuardListing guard = GuardListing::unknown;
     if (parsed.role != EntryRole::unknown && parsed.role != EntryRole::reclaim_guard)
-      guard = listing.guarded.contains(parsed.lock_name()) ? GuardListing::present : GuardListing::absent;
+      guard = guarded.names.contains(parsed.lock_name()) ? GuardListing::present : GuardListing::absent;
     const EntryLabel* label = label_of(name, parsed);
     const std::uint32_t uid = judge_.settings().judge.area_uid;
     EntryFacts facts = gather_entry_in(system_, dir_, name, std::move(parsed), uid, processes_, guard);
@@ -211,32 +201,55 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   if (auto fd = system.open_directory(directory)) opened = Descriptor(system, *fd);
   const DirRef dir{opened.get(), directory};
 
-  Listing listing;
-  const auto add = [&](const DirEntry& entry) {
-    listing.add(entry.name);
-    return true;
+  const auto list = [&](const std::function<bool(const DirEntry&)>& each) {
+    return dir.fd >= 0 ? system.list_directory_at(dir.fd, each) : system.list_directory(directory, each);
   };
-  auto listed = dir.fd >= 0 ? system.list_directory_at(dir.fd, add) : system.list_directory(directory, add);
-  if (!listed) return std::unexpected(listed.error());
-  const std::size_t count = listing.ends.size();
+  // The listing is read twice: once for which locks have a guard (a guard may be listed
+  // after its lock), then entry by entry, judged in batches, so no survey holds every name.
+  GuardedLocks guarded;
+  std::size_t listed = 0;
+  auto first = list([&](const DirEntry& entry) {
+    guarded.note(entry.name);
+    ++listed;
+    return true;
+  });
+  if (!first) return std::unexpected(first.error());
   // An empty area, the usual one, reads no host facts.
-  if (count == 0 && expected_locks.empty()) return count;
+  if (listed == 0 && expected_locks.empty()) return listed;
 
   Survey survey(system, dir, settings, labels);
   (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
   std::set<std::string> absent = expected_locks;
+  std::vector<std::string> names;
   std::vector<std::optional<Judgement>> batch;
-  for (std::size_t first = 0; first < count; first += batch_size) {
-    batch.assign(std::min(batch_size, count - first), std::nullopt);
-    detail::for_each_index(batch.size(), settings.jobs, [&](std::size_t i) {
-      batch[i] = survey.one(listing.name(first + i), listing);
-    });
+  const auto judge_batch = [&] {
+    batch.assign(names.size(), std::nullopt);
+    detail::for_each_index(names.size(), settings.jobs,
+                           [&](std::size_t i) { batch[i] = survey.one(names[i], guarded); });
+    names.clear();
     for (const std::optional<Judgement>& judged : batch) {
       if (!judged) continue;
       if (judged->facts.parsed.role == EntryRole::lock) absent.erase(judged->facts.name);
       visit(judged->view());
     }
-  }
+  };
+  std::size_t count = 0;
+  std::exception_ptr failed;  // a visit that threw while the listing went on
+  auto second = list([&](const DirEntry& entry) {
+    names.push_back(entry.name);
+    ++count;
+    if (names.size() < batch_size) return true;
+    try {
+      judge_batch();
+    } catch (...) {
+      failed = std::current_exception();
+      return false;
+    }
+    return true;
+  });
+  if (failed) std::rethrow_exception(failed);
+  if (!second) return std::unexpected(second.error());
+  judge_batch();
   for (const std::string& name : absent) {
     const Judgement judged =
         survey.judge().absent(name, survey.label_of(name, parse_entry_name(name)));

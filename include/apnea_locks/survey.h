@@ -114,8 +114,9 @@ class EntryJudge {
   SurveySettings with_paused_;
 };
 
-/// Surveys `directory`: every entry (one directory pass, whose guard names answer each
-/// lock's guard question) gathered relative to the directory, re-confirmed when it looks
+/// Surveys `directory`: every entry (the listing read twice from one descriptor: first for
+/// the guard names that answer each lock's guard question, then entry by entry, in
+/// batches) gathered relative to the directory, re-confirmed when it looks
 /// stale (same device, inode and token after the probe), judged and decided, and passed to
 /// `visit` in listing order with its label, on the calling thread. With `settings.jobs`
 /// above one, up to that many threads gather and judge. Then each name of `expected_locks`
