@@ -99,7 +99,7 @@ namespace {
 constexpr int reconfirm_limit = 5;
 
 /// The most entries judged before they are visited (the survey's memory stays bounded).
-constexpr std::size_t batch_size = 256;
+constexpr std::size_t batch_size = 128;
 
 /// True when the entry is still the very directory, unchanged, whose owner record was read:
 /// same device and inode, and the same ctime and mtime. A release renames the lock away (a
@@ -220,27 +220,38 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   Survey survey(system, dir, settings, labels);
   (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
   std::set<std::string> absent = expected_locks;
-  std::vector<std::string> names;
-  std::vector<std::optional<Judgement>> batch;
-  const auto judge_batch = [&] {
-    batch.assign(names.size(), std::nullopt);
-    detail::for_each_index(names.size(), settings.jobs,
-                           [&](std::size_t i) { batch[i] = survey.one(names[i], guarded); });
-    names.clear();
-    for (const std::optional<Judgement>& judged : batch) {
+  // Names are judged a batch at a time: while up to `jobs` threads gather and judge one
+  // batch, this one first visits the batch before it, in listing order, then helps.
+  struct Batch {
+    std::vector<std::string> names;
+    std::vector<std::optional<Judgement>> judged;
+  };
+  Batch ready, filling;
+  const auto deliver = [&](Batch& batch) {
+    for (const std::optional<Judgement>& judged : batch.judged) {
       if (!judged) continue;
       if (judged->facts.parsed.role == EntryRole::lock) absent.erase(judged->facts.name);
       visit(judged->view());
     }
+    batch.judged.clear();
+  };
+  const auto step = [&] {
+    filling.judged.assign(filling.names.size(), std::nullopt);
+    detail::for_each_index(
+        filling.names.size(), settings.jobs,
+        [&](std::size_t i) { filling.judged[i] = survey.one(filling.names[i], guarded); },
+        [&] { deliver(ready); });
+    filling.names.clear();
+    std::swap(ready, filling);
   };
   std::size_t count = 0;
   std::exception_ptr failed;  // a visit that threw while the listing went on
   auto second = list([&](const DirEntry& entry) {
-    names.push_back(entry.name);
+    filling.names.push_back(entry.name);
     ++count;
-    if (names.size() < batch_size) return true;
+    if (filling.names.size() < batch_size) return true;
     try {
-      judge_batch();
+      step();
     } catch (...) {
       failed = std::current_exception();
       return false;
@@ -249,7 +260,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   });
   if (failed) std::rethrow_exception(failed);
   if (!second) return std::unexpected(second.error());
-  judge_batch();
+  if (!filling.names.empty()) step();
+  deliver(ready);
   for (const std::string& name : absent) {
     const Judgement judged =
         survey.judge().absent(name, survey.label_of(name, parse_entry_name(name)));

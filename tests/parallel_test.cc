@@ -90,3 +90,32 @@ TEST_CASE("a piece that throws: no piece is taken after it, and its exception co
     if (jobs == 1) CHECK(taken_after.load() == 0);
   }
 }
+
+TEST_CASE("the lead runs once, on the calling thread, before that thread takes a piece") {
+  for (unsigned jobs : {1U, 2U}) {
+    CAPTURE(jobs);
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> leads{0};
+    std::atomic<bool> caller_worked_before_lead{false};
+    for_each_index(
+        4 * pieces_per_thread, jobs,
+        [&](std::size_t) {
+          if (std::this_thread::get_id() == caller && leads.load() == 0) caller_worked_before_lead = true;
+        },
+        [&] {
+          CHECK(std::this_thread::get_id() == caller);
+          ++leads;
+        });
+    CHECK(leads.load() == 1);
+    CHECK_FALSE(caller_worked_before_lead.load());
+  }
+}
+
+TEST_CASE("a lead that throws stops the pieces and comes back") {
+  std::atomic<int> calls{0};
+  CHECK_THROWS_WITH_AS(for_each_index(
+                           1000, 1, [&](std::size_t) { ++calls; },
+                           [] { throw std::runtime_error("lead failed"); }),
+                       "lead failed", std::runtime_error);
+  CHECK(calls.load() == 0);  // one job: the caller takes no piece after its lead failed
+}
