@@ -98,9 +98,6 @@ namespace {
 /// How often an entry that looks dead is gathered again because it changed under the probe.
 constexpr int reconfirm_limit = 5;
 
-/// The most entries judged before they are visited (the survey's memory stays bounded).
-constexpr std::size_t batch_size = 128;
-
 /// True when the entry is still the very directory, unchanged, whose owner record was read:
 /// same device and inode, and the same ctime and mtime. A release renames the lock away (a
 /// rename sets the ctime) and a new owner publishes another directory (a new inode, or a
@@ -227,6 +224,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
     std::vector<std::optional<Judgement>> judged;
   };
   Batch ready, filling;
+  // Enough pieces for every job (detail::pieces_per_thread each), and no more in memory.
+  const std::size_t batch_size = detail::pieces_per_thread * std::max(settings.jobs, 1U);
   const auto deliver = [&](Batch& batch) {
     for (const std::optional<Judgement>& judged : batch.judged) {
       if (!judged) continue;
