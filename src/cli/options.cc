@@ -244,6 +244,17 @@ std::expected<po::variables_map, int> parse_command_line(
   return std::move(*values);
 }
 
+std::expected<po::variables_map, int> parse_command_line(
+    const CommandHelp& help, const std::vector<std::string>& args,
+    const po::options_description& options, const char* name, std::vector<std::string>& paths,
+    int most) {
+  po::options_description hidden;
+  hidden.add_options()(name, po::value(&paths)->composing());
+  po::positional_options_description positional;
+  positional.add(name, most);
+  return parse_command_line(help, args, options, &hidden, &positional);
+}
+
 void print_error(std::string_view command, std::string_view message) {
   std::fflush(stdout);
   // Messages carry paths and values from the environment and the disk: escaped, one line.

@@ -69,6 +69,13 @@ std::expected<po::variables_map, int> parse_command_line(
     const po::options_description& options, const po::options_description* hidden = nullptr,
     const po::positional_options_description* positional = nullptr);
 
+/// parse_command_line with the positional arguments collected into `paths` (hidden from
+/// the help as option `name`; at most `most` of them, -1 for any number).
+std::expected<po::variables_map, int> parse_command_line(
+    const CommandHelp& help, const std::vector<std::string>& args,
+    const po::options_description& options, const char* name, std::vector<std::string>& paths,
+    int most = -1);
+
 /// The first option of `values` given with an empty value (a string, or one element of a
 /// repeatable one), as a usage message naming it ("--lock-dir: empty value"); positional
 /// arguments (not in `visible`) are named by their upper-cased name ("empty LOCK

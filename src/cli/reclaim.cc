@@ -332,11 +332,7 @@ std::unexpected<int> fail(int status, std::string_view message) {
 /// version, a usage error).
 std::expected<void, int> parse_options(const std::vector<std::string>& args, ReclaimOptions& o) {
   const po::options_description options = describe(o);
-  po::options_description hidden;
-  hidden.add_options()("path", po::value(&o.paths)->composing());
-  po::positional_options_description positional;
-  positional.add("path", -1);
-  auto parsed = parse_command_line(help, args, options, &hidden, &positional);
+  auto parsed = parse_command_line(help, args, options, "path", o.paths);
   if (!parsed) return std::unexpected(parsed.error());
   if (o.all && (!o.repos.empty() || !o.homes.empty() || !o.paths.empty()))
     return fail(exit_usage, "--all names every entry: give no other target");

@@ -732,11 +732,7 @@ int status_one_area(System& system, const StatusOptions& o, const Presentation& 
 int status_command(const std::vector<std::string>& args) {
   StatusOptions o;
   const po::options_description options = describe(o);
-  po::options_description hidden;
-  hidden.add_options()("lockpath", po::value(&o.lock_paths)->composing());
-  po::positional_options_description positional;
-  positional.add("lockpath", -1);
-  auto parsed = parse_command_line(help, args, options, &hidden, &positional);
+  auto parsed = parse_command_line(help, args, options, "lockpath", o.lock_paths);
   if (!parsed) return parsed.error();
   if (o.list_columns || o.output == "help") {
     fmt::print("{}", columns_help());
