@@ -196,6 +196,49 @@ TEST_CASE("a dead owner: stale inside the grace, reclaimed after it") {
   CHECK(f.system.count("mkdir") >= 1);
 }
 
+TEST_CASE("taking over is removing: acquire takes over only where reclaim without --force would") {
+  // Each case: the owner's pid answers ESRCH here and the lock is past Apnea's grace, as in
+  // the takeover above, but the owner is not proven dead, so it may be alive where this
+  // process cannot see it. Nothing of its lock is touched and acquire says `live`.
+  struct Case {
+    std::string name;
+    std::function<void(StagedSystem&)> stage;
+  };
+  const Case cases[] = {
+      {"a holder in a child PID namespace (its in-namespace pid written)",
+       [](StagedSystem& system) {
+         ProcessInfo carrier{'S', 7000, ::getuid(), 0, "node apnea (container)"};
+         carrier.nspid = {7000, static_cast<std::int64_t>(dead_pid)};
+         system.namespace_processes = {carrier};
+       }},
+      {"run inside a container (not the initial PID namespace)",
+       [](StagedSystem& system) { system.namespace_inodes["pid"] = 4026532999; }},
+      {"a network filesystem (NFS)",
+       [](StagedSystem& system) { system.staged_filesystem_magic = 0x6969; }},
+      {"a filesystem outside the local list (ramfs)",
+       [](StagedSystem& system) { system.staged_filesystem_magic = 0x858458f6; }},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    Fixture f;
+    f.plant(f.target.lock_path, dead_pid, "dead");
+    f.system.clock_offset_ns = minute_and_more;
+    c.stage(f.system);
+    bool reclaimed = false;
+    AcquireOptions options = apnea_options(LockKind::repository);
+    options.on_reclaimed = [&](const Owner&, const std::string&) { reclaimed = true; };
+    auto held = acquire(f.system, f.target, options);
+    REQUIRE_FALSE(held);
+    CHECK(held.error().is(LockedReason::live));
+    CHECK(held.error().pid == dead_pid);
+    CHECK(held.error().message.find("pid 6001") != std::string::npos);
+    CHECK_FALSE(reclaimed);
+    CHECK(f.token_at(f.target.lock_path) == "dead");
+    CHECK(f.entries().size() == 1);  // no tombstone, guard or candidate left
+    CHECK(f.system.count("rename") == 0);
+  }
+}
+
 TEST_CASE("the global setup lock is never reclaimed and waits while its owner is live") {
   Fixture f(LockKind::global_setup);
   CHECK(f.target.resource.starts_with("global setup at "));

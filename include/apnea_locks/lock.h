@@ -80,8 +80,10 @@ LockResult<LockTarget> global_setup_target(System& system, const std::string& lo
 
 /// How acquire behaves on contention.
 struct AcquireOptions {
-  /// Reclaim a dead (ESRCH) owner's lock whose directory is at least this old. Apnea: 60 s
-  /// for repository locks, never for the global setup lock.
+  /// Take over a lock whose directory is at least this old when `reclaim` without --force
+  /// would remove it (a certain proof of death; PROTOCOL.md section 10, "Taking over is
+  /// removing"), through the one removal gate (repair.h). Apnea: 60 s for repository locks,
+  /// never for the global setup lock.
   std::optional<std::chrono::milliseconds> reclaim_grace;
   /// Wait and retry while the owner is live (Apnea's global setup lock), else fail `live`.
   bool wait_while_live = false;
@@ -90,11 +92,11 @@ struct AcquireOptions {
   std::optional<std::int64_t> deadline_ns;
   /// Called with the `live` error each time acquire is about to wait.
   std::function<void(const LockError&)> on_wait;
-  /// Called after a dead owner's lock was reclaimed (past `reclaim_grace`), with that owner
+  /// Called after a dead owner's lock was taken over (past `reclaim_grace`), with that owner
   /// and the lock path, before acquire tries again.
   std::function<void(const Owner&, const std::string&)> on_reclaimed;
-  /// Record each takeover (a dead owner's lock reclaimed after the grace) in the system log
-  /// (audit.h): `apnea-locks run` does; Apnea itself and the tests' stress helpers do not.
+  /// Record each takeover (a dead owner's lock removed after the grace) in the system log
+  /// (audit.h): `apnea-locks run` does; the tests' stress helpers do not.
   bool audit_takeover = false;
 };
 
@@ -134,39 +136,10 @@ class HeldLock {
 
 /// Takes the lock once per Apnea's acquire (3 attempts), or waits per `options`.
 /// Unlike Apnea 0.2.2, a lock that vanished or was replaced while its owner was being read
-/// is retried, never reported `malformed`.
+/// is retried, never reported `malformed`; and an existing lock is judged by the survey's
+/// policy, not by `kill(pid, 0)` alone: it is taken over only where `reclaim` without
+/// --force would remove it, and an owner not proven dead is `live` (waited for, or refused).
 LockResult<HeldLock> acquire(System& system, const LockTarget& target,
                              const AcquireOptions& options);
-
-/// What a guarded reclamation expects to find at the lock before it renames it.
-struct ReclaimExpectation {
-  /// A valid owner: the token judged dead.
-  std::optional<std::string> token;
-  /// A malformed lock: the directory's stat, owner.json's stat (none when it could not be
-  /// opened) and its exact bytes (none when they could not be read), as inspected. All must
-  /// be unchanged (same object, mode, uid; same file size and mtime) for it to be removed.
-  std::optional<FileStat> identity;
-  std::optional<FileStat> owner_identity;
-  std::optional<std::string> owner_bytes;
-  /// Runs under the guard before anything is renamed: a reason to stop (the owner came
-  /// back to life, say), or nothing to go on.
-  std::function<std::optional<std::string>()> confirm;
-};
-
-/// The result of a guarded reclamation.
-struct ReclaimOutcome {
-  bool removed = false;       ///< the lock was renamed to a tombstone (and removed)
-  std::string tombstone;      ///< the tombstone path, when renamed
-  std::string changed;        ///< why nothing was removed: what changed since inspection
-};
-
-/// Stale reclamation (PROTOCOL.md section 6): takes `<lock>.reclaim`; fails `stale` with
-/// Apnea's guarded message when it exists; under the guard re-validates the lock against
-/// `expect` and only then renames it to a tombstone, verifies again, removes the tombstone
-/// (unless `keep_tombstone`) and drops the guard.
-LockResult<ReclaimOutcome> reclaim_guarded(System& system, const std::string& lock,
-                                           const std::string& resource,
-                                           const ReclaimExpectation& expect,
-                                           bool keep_tombstone = false);
 
 }  // namespace apnea_locks

@@ -1,5 +1,6 @@
-// Reclaim's action: carrying out the policy's removals (policy.h) through the lock core,
-// each re-validated under the lock's reclaim guard right before it acts.
+// The removal gate: carrying out the policy's removals (policy.h), each re-decided under the
+// lock's reclaim guard right before it acts. reclaim's removals and run's takeovers
+// (acquire) come through here; src/removal.cc holds every step that renames or removes.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,10 @@ struct RepairPolicy {
   /// (`reclaim --user NAME`; "" for one's own).
   std::optional<std::uint32_t> acting_uid;
   std::string acted_for;
+  /// Record each removal in the system log (reclaim always; run's takeover when asked), as
+  /// `audit_action` ("reclaim", "takeover").
+  bool audit = true;
+  std::string audit_action = "reclaim";
 };
 
 /// Carries out `decision` (as made from `facts` by the survey) through the lock core: under
