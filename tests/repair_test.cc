@@ -335,6 +335,39 @@ TEST_CASE("debris replaced or revived since inspection is left alone") {
   }
 }
 
+TEST_CASE("race: a guard re-made with the removed guard's inode number is re-decided, not removed") {
+  // reclaim --force judged an old leftover guard removable. Before it acts, that guard is
+  // removed (by another reclaim) and a live Apnea makes a new guard for its own
+  // reclamation; ext4 hands the new directory the old one's inode number at once. Device
+  // and inode alone then say "the same guard": only the re-decision under the area's flock
+  // (this new guard is young, so in flight) keeps the live holder's guard.
+  Area a;
+  const std::string guard_name = a.lock_name + ".reclaim";
+  const std::string guard = a.dir + "/" + guard_name;
+  make_dir(guard);
+  age_path(guard, 3600);
+  auto [judged, decision] = a.plan(guard_name, true);
+  REQUIRE(decision.action == PlanAction::remove);
+  REQUIRE(decision.removal == RemovalKind::guard);
+  const std::uint64_t judged_ino = judged.stat->ino;
+  bool remade = false;
+  a.system.before = [&](std::string_view op, const std::string&) {
+    if (op != "lock_exclusive" || remade) return;
+    remade = true;
+    REQUIRE(::rmdir(guard.c_str()) == 0);
+    REQUIRE(::mkdir(guard.c_str(), 0700) == 0);  // the live holder's guard, made now
+    a.system.restat = [&](const std::string& path, FileStat& st) {
+      if (path == guard) st.ino = judged_ino;
+    };
+  };
+  const RepairResult result = execute_repair(a.system, judged, decision, a.policy);
+  CHECK(result.outcome == RepairOutcome::changed);
+  CHECK(result.detail.find("no longer removable") != std::string::npos);
+  CHECK(a.exists(guard));
+  CHECK(remade);
+  CHECK(a.system.count("rmdir") == 0);
+}
+
 TEST_CASE("a leftover guard is removed with --force; a guard that is not empty is not") {
   Area a;
   const std::string guard_name = a.lock_name + ".reclaim";

@@ -93,7 +93,7 @@ class StagedSystem : public System {
   // Files.
   SysResult<FileStat> lstat(const std::string& path) override {
     if (!step("lstat", path)) return dead();
-    return real_.lstat(path);
+    return restated(path, real_.lstat(path));
   }
   SysResult<int> open_read(const std::string& path) override {
     if (!step("open", path)) return dead();
@@ -170,7 +170,7 @@ class StagedSystem : public System {
   /// run as the real lstat_in: relative to the descriptor, as users run it.
   SysResult<FileStat> lstat_in(const DirRef& dir, std::string_view name) override {
     if (!step("lstat", dir.join(name))) return dead();
-    return real_.lstat_in(dir, name);
+    return restated(dir.join(name), real_.lstat_in(dir, name));
   }
   /// Staged as open_read of `dir.join(relative)` ("open"), then run as the real
   /// open_read_in (beneath the descriptor, no symlink in any component).
@@ -313,6 +313,10 @@ class StagedSystem : public System {
   int mount_info_reads = 0;
   /// The audit lines sent to the system log (never to the real one).
   std::vector<std::string> audit_lines;
+  /// Rewrites what lstat says of a path (both lstat and lstat_in): to stage what a real
+  /// filesystem may do, such as ext4 handing a removed directory's inode number to the
+  /// next mkdir at once.
+  std::function<void(const std::string& path, FileStat& stat)> restat;
 
   /// Number of calls whose name is `op`.
   int count(std::string_view op) const {
@@ -323,6 +327,10 @@ class StagedSystem : public System {
   }
 
  private:
+  SysResult<FileStat> restated(const std::string& path, SysResult<FileStat> stat) {
+    if (stat && restat) restat(path, *stat);
+    return stat;
+  }
   bool step(std::string_view op, const std::string& path) {
     if (crashed()) return false;
     ++steps_;
