@@ -193,12 +193,31 @@ TEST_CASE("hostile areas: refused before anything is read, the target left untou
     const auto before = snapshot(h.outside);
     const std::string link = h.scratch.root + "/area-link";
     REQUIRE(::symlink(h.outside.c_str(), link.c_str()) == 0);
-    for (const std::string command : {"status", "reclaim"}) {
-      std::vector<std::string> argv{locks_bin(), command, "--lock-dir", link};
-      if (command == "reclaim") argv.insert(argv.end(), {"--all", "--force", "--yes"});
+    // LINK/ and LINK/. are LINK: lstat of the path as typed would follow the symlink.
+    for (const std::string& typed : std::vector<std::string>{link, link + "/", link + "/.", link + "/./"}) {
+      CAPTURE(typed);
+      for (const std::string command : {"status", "reclaim", "check"}) {
+        std::vector<std::string> argv{locks_bin(), command, "--lock-dir", typed};
+        if (command == "reclaim") argv.insert(argv.end(), {"--all", "--force", "--yes"});
+        Finished result = finish(argv, {}, 60s);
+        CHECK(result.status == (command == "check" ? 2 : 3));  // check: CRITICAL, unsafe area
+        CHECK(result.out.find("symlink") + result.err.find("symlink") != 2 * std::string::npos);
+      }
+      // run refuses it too, and its command never starts.
+      Finished ran = finish({locks_bin(), "run", "--lock-dir", typed, "--repo", h.scratch.root,
+                             "--", "touch", h.scratch.root + "/ran"},
+                            {}, 60s);
+      CHECK(ran.status == 3);
+      CHECK_FALSE(exists(h.scratch.root + "/ran"));
+    }
+    CHECK(snapshot(h.outside) == before);
+    // A '..' component is refused: a/b/.. is not a when b is a symlink.
+    for (const std::string command : {"status", "run"}) {
+      std::vector<std::string> argv{locks_bin(), command, "--lock-dir", link + "/../area-link"};
+      if (command == "run") argv.insert(argv.end(), {"--", "true"});
       Finished result = finish(argv, {}, 60s);
-      CHECK(result.status == 3);
-      CHECK(result.err.find(link) != std::string::npos);
+      CHECK(result.status == 2);
+      CHECK(result.err.find("'..'") != std::string::npos);
     }
     CHECK(snapshot(h.outside) == before);
   }

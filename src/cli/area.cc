@@ -25,6 +25,31 @@ void add_area_options(po::options_description& options, AreaOptions& area) {
        "(root) act as the account NAME, on its lock area unless --lock-dir");
 }
 
+std::optional<std::string> typed_area_path(std::string_view typed) {
+  std::string path(typed);
+  for (std::size_t start = 0; start <= path.size();) {
+    const std::size_t end = std::min(path.find('/', start), path.size());
+    if (path.compare(start, end - start, "..") == 0) return std::nullopt;
+    start = end + 1;
+  }
+  for (;;) {
+    if (path.size() > 1 && path.ends_with('/')) {
+      path.pop_back();
+    } else if (path.size() > 2 && path.ends_with("/.")) {
+      path.resize(path.size() - 2);
+      if (path.empty()) path = "/";
+    } else {
+      break;
+    }
+  }
+  return path;
+}
+
+std::string dotdot_refused(std::string_view option, std::string_view typed) {
+  return fmt::format("{} '{}': a '..' component is refused (name the directory without it)",
+                     option, printable(std::string(typed)));
+}
+
 std::expected<LockArea, CommandFailure> open_lock_area(System& system, const AreaOptions& options) {
   LockArea area;
   if (!options.user.empty()) {
@@ -50,7 +75,10 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
     area.home = node_homedir(system);
   }
   if (!options.lock_dir.empty()) {
-    area.directory = options.lock_dir;
+    const std::optional<std::string> directory = typed_area_path(options.lock_dir);
+    if (!directory)
+      return std::unexpected(CommandFailure{exit_usage, dotdot_refused("--lock-dir", options.lock_dir)});
+    area.directory = *directory;
     area.explicit_directory = true;
   } else {
     area.directory = default_lock_directory(system);
@@ -64,6 +92,8 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
   std::vector<LockPath> paths;
   std::optional<std::size_t> located;  // the first that names a directory
   for (const std::string& typed : given) {
+    if (!typed_area_path(typed))
+      return std::unexpected(fmt::format("{}: a '..' component is refused (name the entry without it)", printable(typed)));
     LockPath lock{typed, node_normalize(typed), {}, {}, {}};
     while (lock.path.size() > 1 && lock.path.back() == '/') lock.path.pop_back();
     const auto slash = lock.path.rfind('/');

@@ -78,6 +78,15 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
 /// Apnea's own area may be `missing` ("no lock taken yet").
 AreaCheck check_lock_area(System& system, const LockArea& area);
 
+/// A lock directory the user typed (--lock-dir), as PROTOCOL.md section 10 checks paths:
+/// trailing `/` and `.` components dropped, so `LINK/` and `LINK/.` are `LINK` (and are then
+/// refused as a symlink, where lstat of `LINK/` would have followed it); nothing when a
+/// component is `..` (refused: `a/b/..` is not `a` when `b` is a symlink).
+std::optional<std::string> typed_area_path(std::string_view typed);
+
+/// The usage error for a --lock-dir that typed_area_path refuses.
+std::string dotdot_refused(std::string_view option, std::string_view typed);
+
 /// Checks a --repo or --home PATH the user typed: it must resolve (realpath) to a
 /// directory. Otherwise one line naming the option and the (escaped) path:
 /// "--repo '/x': ENOENT: no such file or directory", "--home '/x': not a directory".

@@ -159,7 +159,11 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   }
   if (values.count("repo")) options.repo = values["repo"].as<std::string>();
   if (values.count("home")) options.home = values["home"].as<std::string>();
-  if (values.count("lock-dir")) options.lock_dir = values["lock-dir"].as<std::string>();
+  if (values.count("lock-dir")) {
+    const std::string& typed = values["lock-dir"].as<std::string>();
+    options.lock_dir = typed_area_path(typed);
+    if (!options.lock_dir) return std::unexpected(dotdot_refused("--lock-dir", typed));
+  }
   options.nonblock = values.count("nonblock") > 0;
   options.json = values.count("json") > 0;
   options.print_token = values.count("print-token") > 0;
