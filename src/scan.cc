@@ -11,6 +11,7 @@
 #include "detail/scan.h"
 
 namespace apnea_locks {
+using detail::has_owner_record;
 using detail::read_owner_settled;  // detail/owner.h
 using detail::SettledRead;
 using detail::minimum_reuse_tolerance_ns;  // detail/probe.h
@@ -104,10 +105,6 @@ std::string entry_path(std::string_view directory, std::string_view name) {
 }
 
 namespace {
-
-bool has_owner_record(EntryRole role) {
-  return role == EntryRole::lock || role == EntryRole::candidate || role == EntryRole::tombstone;
-}
 
 /// The largest owner record scanned for the pids it names when Apnea would not read it
 /// (too large, wrong mode or owner): larger ones count as naming unknown pids.

@@ -1,6 +1,7 @@
 #include "apnea_locks/survey.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -17,6 +18,7 @@ namespace apnea_locks {
 using detail::gather_entry;  // detail/scan.h
 using detail::gather_entry_in;
 using detail::GuardListing;
+using detail::has_owner_record;
 using detail::ProcessCache;
 
 SurveySettings survey_settings(System& system, const std::string& directory,
@@ -149,13 +151,17 @@ class Survey {
     EntryFacts facts = gather_entry_in(system_, dir_, name, std::move(parsed), uid, processes_, guard);
     if (!facts.stat && !facts.kept_changing) return std::nullopt;
     Judgement judged = judge_.judge(std::move(facts), label);
-    // A verdict of death is re-confirmed before it is reported: the lock must still be the
-    // same object with the same owner record after the probe, else it changed under us (a
-    // release, then a new owner) and is gathered again, with fresh probes. Only a lock's
-    // name is reused by a new owner; a candidate's or tombstone's name holds its own token
-    // or uuid, so once gone it does not come back.
-    for (int tries = 0; looks_dead_lock(judged); ++tries) {
-      if (judged.facts.confirmed_after_probe || unchanged_since(system_, dir_, judged.facts)) break;
+    // A verdict of death is re-confirmed before it is reported (PROTOCOL.md section 10,
+    // "Re-confirmation"): every pid found dead (ESRCH) is probed again, bypassing the
+    // survey's cache (a pid found dead earlier may name a new process by now), and then the
+    // entry must still be the same object with the same owner record (one lstat: Apnea
+    // never rewrites a published record). Otherwise it changed under us (a release and a
+    // new owner; a candidate removed by its writer just before it exited) and is gathered
+    // again with fresh probes, or dropped when it is gone.
+    for (int tries = 0; looks_removable(judged); ++tries) {
+      if (still_dead(judged.facts) &&
+          (judged.facts.confirmed_after_probe || unchanged_since(system_, dir_, judged.facts)))
+        break;
       EntryFacts again;
       if (tries == reconfirm_limit) {
         again = std::move(judged.facts);
@@ -164,7 +170,7 @@ class Survey {
         ProcessCache fresh(system_, judge_.settings().judge.host);
         again = gather_entry_in(system_, dir_, name, parse_entry_name(name), uid, fresh,
                                 GuardListing::unknown);
-        if (!again.stat && !again.kept_changing) return std::nullopt;  // released for good
+        if (!again.stat && !again.kept_changing) return std::nullopt;  // gone for good
       }
       judged = judge_.judge(std::move(again), label);
     }
@@ -172,10 +178,23 @@ class Survey {
   }
 
  private:
-  static bool looks_dead_lock(const Judgement& judged) {
+  /// A lock, candidate or tombstone with a proof of death: what re-confirmation is for.
+  static bool looks_removable(const Judgement& judged) {
     const EntryFacts& facts = judged.facts;
-    return facts.parsed.role == EntryRole::lock && facts.stat && !facts.kept_changing &&
+    return has_owner_record(facts.parsed.role) && facts.stat && !facts.kept_changing &&
            judged.verdict.proof_class != ProofClass::none;
+  }
+
+  /// True when every pid of the record that answered ESRCH answers it again now.
+  bool still_dead(const EntryFacts& facts) {
+    const auto dead_now = [&](const ProcessFacts& process) {
+      return process.signal_errno != ESRCH ||
+             system_.signal_probe(static_cast<std::int64_t>(process.pid)) == ESRCH;
+    };
+    if (facts.process && !dead_now(*facts.process)) return false;
+    for (const auto& [pid, process] : facts.named)
+      if (!(facts.process && pid == facts.process->pid) && !dead_now(process)) return false;
+    return true;
   }
 
   System& system_;

@@ -101,6 +101,62 @@ TEST_CASE("a lock that changes on every re-confirmation is reported in flight, n
   CHECK(seen[0].action != PlanAction::remove);
 }
 
+TEST_CASE("re-confirmation: a pid found dead earlier in the survey is probed again before it is reported") {
+  // Two locks name pid 6001. The first probe finds it dead (ESRCH) and the survey caches
+  // that; then a new process gets pid 6001 and holds the second lock. A cached "dead" does
+  // not count: every pid is probed afresh before an entry is reported stale.
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  make_entry(dir, fake_lock_name("first"), owner_json(staged_dead, "first"));
+  make_entry(dir, fake_lock_name("second"), owner_json(staged_dead, "second"));
+  bool probed = false;
+  std::string reborn_at;  // the record opened once the pid was found dead
+  system.before = [&](std::string_view op, const std::string& what) {
+    if (op == "kill" && what == std::to_string(staged_dead)) probed = true;
+    if (op != "open" || !probed || !reborn_at.empty()) return;
+    reborn_at = what;  // the second lock's record is read: pid 6001 lives again
+    ProcessInfo info{'S', staged_dead, ::getuid(), 0, "node apnea"};
+    info.pid = staged_dead;
+    info.threads = 1;
+    system.processes[staged_dead] = StagedProcess{0, info};
+  };
+  const auto seen = survey(system, dir, true);
+  REQUIRE_FALSE(reborn_at.empty());
+  REQUIRE(seen.size() == 2);
+  for (const Seen& entry : seen) {
+    CAPTURE(entry.token);
+    // The lock whose record was read after the rebirth names a live process; the other
+    // was judged (and re-confirmed) while the pid was dead.
+    const bool second = reborn_at.find(fake_lock_name(entry.token)) != std::string::npos;
+    CHECK(entry.state == (second ? "live" : "stale"));
+    CHECK(entry.action == (second ? PlanAction::refuse : PlanAction::remove));
+  }
+}
+
+TEST_CASE("re-confirmation: a candidate its writer removed just before exiting is not reported") {
+  // The candidate's record was read; its writer then removed it and exited, so the probe
+  // says ESRCH about an entry that is gone. Re-read after the probe, it is not reported
+  // as dead debris (a survey of this area must find nothing to remove).
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  const std::string candidate = fake_lock_name("gone") + ".candidate." + std::string(test_token);
+  make_entry(dir, candidate, owner_json(staged_dead));
+  bool removed = false;
+  system.before = [&](std::string_view op, const std::string& what) {
+    if (op != "kill" || what != std::to_string(staged_dead) || removed) return;
+    removed = true;
+    REQUIRE(::unlink((dir + "/" + candidate + "/owner.json").c_str()) == 0);
+    REQUIRE(::rmdir((dir + "/" + candidate).c_str()) == 0);
+  };
+  const auto seen = survey(system, dir, true);
+  REQUIRE(removed);
+  CHECK(seen.empty());
+}
+
 namespace {
 
 /// Everything a survey reports of one entry, as text, for comparing two surveys.

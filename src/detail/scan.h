@@ -58,6 +58,11 @@ class ProcessCache {
   std::int64_t boot_time_ns_ = -1;                ///< the system's, read when first needed
 };
 
+/// True for the roles that hold an owner record: locks, candidates and tombstones.
+inline bool has_owner_record(EntryRole role) {
+  return role == EntryRole::lock || role == EntryRole::candidate || role == EntryRole::tombstone;
+}
+
 /// How hard scan re-reads a lock whose owner was rejected.
 inline constexpr int default_reread_limit = 5;
 
