@@ -2,10 +2,12 @@
 //
 // The lock is taken and released through the core (acquire / HeldLock), so Apnea sees `run`
 // as an ordinary live owner. What lives here is process control, which is not protocol I/O:
-// the real Subprocess (fork/exec of the child, with a close-on-exec pipe that reports an exec
-// failure's errno; subprocess.h holds the forwarding and exit-status rules), signals (blocked
-// and taken synchronously with sigwaitinfo, so no handler runs at an awkward moment), and the
-// wait policy with its back-off.
+// the real Subprocess (run, a child subreaper, forks a shim that leads the command's own
+// session, kills that session if run dies and reports when the whole session has ended;
+// the command's exec failure still comes back as an errno on a close-on-exec pipe;
+// subprocess.h holds the forwarding and exit-status rules), signals (blocked and taken
+// synchronously with sigwaitinfo, so no handler runs at an awkward moment), the flock on
+// the held lock's directory, and the wait policy with its back-off.
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -557,7 +559,7 @@ int kill_session_members(pid_t sid, pid_t except, bool& known) {
     ++found;
     const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     if (pidfd < 0) {
-      if (errno == ENOSYS) ::kill(pid, SIGKILL);
+      if (errno != ESRCH) ::kill(pid, SIGKILL);  // no pidfds here (ENOSYS), or none left
       return;
     }
     if (session_member(pid, sid)) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
@@ -608,9 +610,11 @@ constexpr int forward_to_group = 1;
 /// the shim can kill the session before it exits.
 constexpr int parent_death_signal = SIGUSR1;
 
-/// How often the keepers look at /proc again while the command has ended and other processes
-/// of its session run on without being their children (a SIGCHLD wakes them otherwise).
-constexpr long session_poll_ns = 100'000'000;
+/// How often the keepers look at /proc again once the command has ended and other processes
+/// of its session run on. The last of them to end is normally the shim's child (it inherits
+/// the orphans), whose SIGCHLD wakes it at once; the poll is for one whose parent left the
+/// session, so it only delays the release, by at most this.
+constexpr long session_poll_ns = 1'000'000'000;
 
 void write_report(int fd, ShimReport report) {
   while (::write(fd, &report, sizeof report) < 0 && errno == EINTR) {
@@ -705,7 +709,7 @@ void write_report(int fd, ShimReport report) {
     siginfo_t info{};
     int sig = 0;
     if (command_status) {
-      const struct timespec poll {0, session_poll_ns};
+      const struct timespec poll {session_poll_ns / 1'000'000'000, session_poll_ns % 1'000'000'000};
       sig = ::sigtimedwait(&wake, &info, &poll);
     } else {
       sig = ::sigwaitinfo(&wake, &info);
@@ -830,7 +834,7 @@ class RealSubprocess final : public Subprocess {
       reap_ended(child_, command_status, none_left);
       const std::optional<bool> alive = session_alive(shim_, ::getpid());
       if (alive ? !*alive : none_left) break;
-      const struct timespec poll {0, session_poll_ns};
+      const struct timespec poll {session_poll_ns / 1'000'000'000, session_poll_ns % 1'000'000'000};
       sigset_t child;
       sigemptyset(&child);
       sigaddset(&child, SIGCHLD);
