@@ -146,10 +146,13 @@ TEST_CASE("signals sent to run are forwarded to the command; the lock outlives i
     const auto lock = repository_lock(scratch);
     const std::string marker = scratch.root + "/marker";
     // The command traps the signal, records it, and exits 0 only after a grace the lock
-    // must still be held through (it checks the lock exists before exiting).
+    // must still be held through (it checks the lock exists before exiting). Its background
+    // job says "ready" once it has exec'd a fresh shell: a signal sent before that exec
+    // could be lost (the forked child still runs the trap), and the job would then keep
+    // run's session, and so the lock, alive; $! names it from the moment it is forked.
     const std::string script =
-        "trap 'echo trapped >\"$0\"; [ -d \"$1\" ] && echo held >>\"$0\"; kill $p; exit 0' "
-        "TERM INT HUP QUIT; sleep 1000 & p=$!; echo ready; wait $p";
+        "trap 'echo trapped >\"$0\"; [ -d \"$1\" ] && echo held >>\"$0\"; kill $!; exit 0' "
+        "TERM INT HUP QUIT; sh -c 'echo ready; exec sleep 1000' & wait $!";
     SpawnedProcess run(run_args(scratch, {"--json"}, {"sh", "-c", script, marker, lock}));
     REQUIRE(run.read_line(Stream::out, 30s) == "ready");
     run.signal(sig);

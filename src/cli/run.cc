@@ -2,13 +2,19 @@
 //
 // The lock is taken and released through the core (acquire / HeldLock), so Apnea sees `run`
 // as an ordinary live owner. What lives here is process control, which is not protocol I/O:
-// the real Subprocess (fork/exec of the child, with a close-on-exec pipe that reports an exec
-// failure's errno; subprocess.h holds the forwarding and exit-status rules), signals (blocked
-// and taken synchronously with sigwaitinfo, so no handler runs at an awkward moment), and the
-// wait policy with its back-off.
+// the real Subprocess (run, a child subreaper, forks a shim that leads the command's own
+// session, kills that session if run dies and reports when the whole session has ended;
+// the command's exec failure still comes back as an errno on a close-on-exec pipe;
+// subprocess.h holds the forwarding and exit-status rules), signals (blocked and taken
+// synchronously with sigwaitinfo, so no handler runs at an awkward moment), the flock on
+// the held lock's directory, and the wait policy with its back-off.
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -497,91 +503,363 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
   }
 }
 
-/// The command as a real process: fork/exec with a close-on-exec pipe that reports an exec
-/// failure's errno, run's signals taken with sigwaitinfo, SIGCHLD reaped.
+/// Whether `pid` is a live (not zombie) process of session `sid`, from /proc/PID/stat:
+/// "PID (COMM) STATE PPID PGRP SESSION ...", COMM may hold any byte but ends at the last ')'.
+bool session_member(pid_t pid, pid_t sid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[512];
+  const ssize_t got = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  const char* close = std::strrchr(text, ')');
+  if (close == nullptr) return false;
+  char state = 0;
+  int ppid = 0, pgrp = 0, session = 0;
+  if (std::sscanf(close + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4) return false;
+  return session == sid && state != 'Z' && state != 'X';
+}
+
+/// The members of a session, read from /proc: every process whose session id (field 6 of
+/// /proc/PID/stat) is `sid`, except `except` and zombies (a zombie runs nothing). Calls
+/// `visit(pid)` for each; false when /proc is not this pid namespace's (or cannot be read),
+/// so membership is unknown. Plain system calls only: the shim runs this after fork.
+template <class Visit>
+bool for_each_session_member(pid_t sid, pid_t except, Visit visit) {
+  char self[32] = {};
+  if (::readlink("/proc/self", self, sizeof self - 1) <= 0) return false;
+  char expected[32];
+  std::snprintf(expected, sizeof expected, "%d", static_cast<int>(::getpid()));
+  if (std::strcmp(self, expected) != 0) return false;  // another pid namespace's /proc
+  const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return false;
+  alignas(8) char entries[4096];
+  for (;;) {
+    const ssize_t got = ::getdents64(dir, entries, sizeof entries);
+    if (got <= 0) break;
+    for (ssize_t at = 0; at < got;) {
+      const auto* entry = reinterpret_cast<const struct dirent64*>(entries + at);
+      at += entry->d_reclen;
+      pid_t pid = 0;
+      const char* c = entry->d_name;
+      for (; *c >= '0' && *c <= '9'; ++c) pid = pid * 10 + (*c - '0');
+      if (*c != '\0' || pid <= 0 || pid == except) continue;
+      if (session_member(pid, sid)) visit(pid);
+    }
+  }
+  ::close(dir);
+  return true;
+}
+
+/// SIGKILLs every live process of session `sid` but `except`; how many were found. Each is
+/// opened as a pidfd and checked to be a member again before the kill, so a pid reused
+/// between the scan and the kill is not hit.
+int kill_session_members(pid_t sid, pid_t except, bool& known) {
+  int found = 0;
+  known = for_each_session_member(sid, except, [&](pid_t pid) {
+    ++found;
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) {
+      if (errno != ESRCH) ::kill(pid, SIGKILL);  // no pidfds here (ENOSYS), or none left
+      return;
+    }
+    if (session_member(pid, sid)) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    ::close(pidfd);
+  });
+  return found;
+}
+
+/// Whether any live process of session `sid` but `except` remains; nothing when /proc cannot
+/// tell.
+std::optional<bool> session_alive(pid_t sid, pid_t except) {
+  bool any = false;
+  if (!for_each_session_member(sid, except, [&](pid_t) { any = true; })) return std::nullopt;
+  return any;
+}
+
+/// Reaps every child that has ended (WNOHANG); the wait status of `watched` when it was
+/// among them. `none_left`: no child remains at all (ECHILD).
+void reap_ended(pid_t watched, std::optional<int>& watched_status, bool& none_left) {
+  none_left = false;
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      if (pid == watched) watched_status = status;
+      continue;
+    }
+    if (pid < 0 && errno == EINTR) continue;
+    none_left = pid < 0 && errno == ECHILD;
+    return;
+  }
+}
+
+/// What the shim tells run on the report pipe, one fixed-size record each (atomic on a pipe).
+struct ShimReport {
+  enum Kind : int { started = 1, exec_failed = 2, ended = 3 };
+  int kind = 0;
+  int value = 0;  ///< started: the command's pid; exec_failed: errno; ended: wait status
+};
+
+/// How run asks the shim to forward a signal (sigqueue's value): to the command, or to the
+/// command's process group, as the terminal would have (the command no longer shares
+/// run's terminal).
+constexpr int forward_to_command = 0;
+constexpr int forward_to_group = 1;
+
+/// The signal the shim gets when run dies (PR_SET_PDEATHSIG): caught with sigwaitinfo, so
+/// the shim can kill the session before it exits.
+constexpr int parent_death_signal = SIGUSR1;
+
+/// How often the keepers look at /proc again once the command has ended and other processes
+/// of its session run on. The last of them to end is normally the shim's child (it inherits
+/// the orphans), whose SIGCHLD wakes it at once; the poll is for one whose parent left the
+/// session, so it only delays the release, by at most this.
+constexpr long session_poll_ns = 1'000'000'000;
+
+void write_report(int fd, ShimReport report) {
+  while (::write(fd, &report, sizeof report) < 0 && errno == EINTR) {
+  }
+}
+
+/// Kills every process of the shim's session (run has died: nothing of the command may run
+/// on unlocked), then the shim itself with the rest of its process group.
+[[noreturn]] void kill_session() {
+  const pid_t self = ::getpid();
+  for (int pass = 0; pass < 1000; ++pass) {  // a member forked during a pass is found in the next
+    bool known = false;
+    const int found = kill_session_members(self, self, known);
+    std::optional<int> unused;
+    bool none_left = false;
+    reap_ended(-1, unused, none_left);
+    if (!known || found == 0) break;
+    const struct timespec pause {0, 10'000'000};
+    ::nanosleep(&pause, nullptr);
+  }
+  ::kill(-self, SIGKILL);  // the shim's process group, the shim included
+  ::_exit(128 + SIGKILL);
+}
+
+/// The shim, run's child: leads the command's session, is its child subreaper, and keeps it
+/// until every process of the session has exited, then reports the command's wait status to
+/// run and exits. When run dies it kills the whole session first. Signals run forwards come
+/// as sigqueue values (forward_to_*) and are sent on to the command while the shim has not
+/// reaped it (so never to a reused pid), else to the session's process group.
+[[noreturn]] void shim_main(pid_t run_pid, int report, std::vector<char*>& argv,
+                            const SignalControl& signals) {
+  sigset_t wake;
+  sigemptyset(&wake);
+  for (int sig : forwarded_signals) sigaddset(&wake, sig);
+  sigaddset(&wake, SIGCHLD);
+  sigaddset(&wake, parent_death_signal);
+  ::sigprocmask(SIG_BLOCK, &wake, nullptr);
+  ::prctl(PR_SET_PDEATHSIG, parent_death_signal);
+  if (::getppid() != run_pid) ::_exit(1);  // run died before the prctl: start nothing
+  ::setsid();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const pid_t self = ::getpid();
+
+  int exec_report[2];
+  if (::pipe2(exec_report, O_CLOEXEC) != 0) {
+    write_report(report, {ShimReport::exec_failed, errno});
+    ::_exit(1);
+  }
+  const pid_t command = ::fork();
+  if (command < 0) {
+    write_report(report, {ShimReport::exec_failed, errno});
+    ::_exit(1);
+  }
+  if (command == 0) {
+    ::close(exec_report[0]);
+    ::close(report);
+    signals.restore_in_child();
+    ::execvp(argv[0], argv.data());
+    const int error = errno;
+    [[maybe_unused]] ssize_t written = ::write(exec_report[1], &error, sizeof error);
+    ::_exit(exit_not_found);
+  }
+  ::close(exec_report[1]);
+  int exec_errno = 0;
+  ssize_t got = 0;
+  do got = ::read(exec_report[0], &exec_errno, sizeof exec_errno);
+  while (got < 0 && errno == EINTR);
+  ::close(exec_report[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    int ignored = 0;
+    while (::waitpid(command, &ignored, 0) < 0 && errno == EINTR) {
+    }
+    write_report(report, {ShimReport::exec_failed, exec_errno});
+    ::_exit(1);
+  }
+  write_report(report, {ShimReport::started, command});
+
+  std::optional<int> command_status;
+  for (;;) {
+    bool none_left = false;
+    reap_ended(command, command_status, none_left);
+    if (::getppid() != run_pid) kill_session();
+    if (command_status) {
+      // The command has ended: done once no process of its session is left (when /proc
+      // cannot tell, once the shim has no child left: the subreaper inherits the orphans).
+      const std::optional<bool> alive = session_alive(self, self);
+      if (alive ? !*alive : none_left) {
+        write_report(report, {ShimReport::ended, *command_status});
+        ::_exit(0);
+      }
+    }
+    siginfo_t info{};
+    int sig = 0;
+    if (command_status) {
+      const struct timespec poll {session_poll_ns / 1'000'000'000, session_poll_ns % 1'000'000'000};
+      sig = ::sigtimedwait(&wake, &info, &poll);
+    } else {
+      sig = ::sigwaitinfo(&wake, &info);
+    }
+    if (sig <= 0 || sig == SIGCHLD || sig == parent_death_signal) continue;
+    // A forwarded signal: only run's requests are passed on (the shim's own process-group
+    // kill comes back to it, and so does anyone else's).
+    if (info.si_code != SI_QUEUE || info.si_pid != run_pid) continue;
+    const bool group = info.si_value.sival_int == forward_to_group || command_status.has_value();
+    ::kill(group ? -self : command, sig);
+  }
+}
+
+/// The command as real processes: run (child subreaper) forks the shim, which starts the
+/// command in a session of its own and reports on a pipe (the command's pid, or the errno
+/// of a failed fork or exec; at the end the command's wait status). run's signals are taken
+/// with sigwaitinfo and forwarded through the shim; SIGCHLD is reaped.
 class RealSubprocess final : public Subprocess {
  public:
-  explicit RealSubprocess(const SignalControl& signals) : signals_(signals) {}
+  RealSubprocess(const SignalControl& signals, int lock_fd) : signals_(signals), lock_fd_(lock_fd) {}
+  RealSubprocess(const RealSubprocess&) = delete;
+  RealSubprocess& operator=(const RealSubprocess&) = delete;
+  ~RealSubprocess() override {
+    if (report_ >= 0) ::close(report_);
+  }
 
   std::expected<int, int> start(const std::vector<std::string>& command) override {
     std::vector<char*> argv;
     for (const auto& word : command) argv.push_back(const_cast<char*>(word.c_str()));
     argv.push_back(nullptr);
+    // Orphans of the command's session come to run if the shim is gone.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) return std::unexpected(errno);
+    const pid_t run_pid = ::getpid();
     std::fflush(nullptr);
-    const pid_t child = ::fork();
-    if (child < 0) {
+    const pid_t shim = ::fork();
+    if (shim < 0) {
       const int error = errno;
       ::close(report[0]);
       ::close(report[1]);
       return std::unexpected(error);
     }
-    if (child == 0) {
+    if (shim == 0) {
       ::close(report[0]);
-      signals_.restore_in_child();
-      ::execvp(argv[0], argv.data());
-      const int error = errno;
-      [[maybe_unused]] ssize_t written = ::write(report[1], &error, sizeof error);
-      ::_exit(exit_not_found);
+      if (lock_fd_ >= 0) ::close(lock_fd_);  // the flock is run's alone
+      shim_main(run_pid, report[1], argv, signals_);
     }
     ::close(report[1]);
-    int exec_errno = 0;
-    ssize_t got = 0;
-    do got = ::read(report[0], &exec_errno, sizeof exec_errno);
-    while (got < 0 && errno == EINTR);
-    ::close(report[0]);
-    if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    report_ = report[0];
+    shim_ = shim;
+    ShimReport first;
+    if (!read_report(first) || first.kind != ShimReport::started) {
       int ignored = 0;
-      while (::waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
+      while (::waitpid(shim, &ignored, 0) < 0 && errno == EINTR) {
       }
-      return std::unexpected(exec_errno);
+      shim_ = -1;
+      return std::unexpected(first.kind == ShimReport::exec_failed ? first.value : ECHILD);
     }
-    child_ = child;
-    // Signals the terminal sends to the whole foreground process group (Ctrl-C, Ctrl-\, a
-    // hangup) already reached a child in run's group. A hangup goes to the session leader
-    // alone, so when run leads the session the child has not had it.
-    same_group_ = ::getpgid(child) == ::getpgrp();
-    session_leader_ = ::getsid(0) == ::getpid();
-    return child;
+    child_ = first.value;
+    ::fcntl(report_, F_SETFL, O_NONBLOCK);  // the end record is read once the shim has exited
+    return child_;
   }
 
   ProcessEvent next() override {
     for (;;) {
       siginfo_t info{};
       const int sig = signals_.next(info);
-      ProcessEvent event;
       if (sig < 0) {
-        // Cannot wait for signals: still wait for the child, so the lock outlives it.
-        while (::waitpid(child_, &event.wait_status, 0) < 0 && errno == EINTR) {
+        // Cannot wait for signals: still wait for the shim, so the lock outlives the session.
+        int status = 0;
+        while (::waitpid(shim_, &status, 0) < 0 && errno == EINTR) {
         }
-        return event;
+        return ended(status);
       }
       if (sig == SIGCHLD) {
-        if (::waitpid(child_, &event.wait_status, WNOHANG) != child_) continue;
-        return event;
+        // Orphans reparented to run (the subreaper) are reaped with the shim.
+        std::optional<int> shim_status;
+        bool none_left = false;
+        reap_ended(shim_, shim_status, none_left);
+        if (!shim_status) continue;
+        return ended(*shim_status);
       }
+      ProcessEvent event;
       event.kind = ProcessEvent::Kind::signal;
       event.signal = sig;
-      event.reached_child =
-          info.si_code == SI_KERNEL && same_group_ && !(sig == SIGHUP && session_leader_);
+      // The command has its own session: nothing the terminal sends reaches it. A signal
+      // from the terminal (Ctrl-C, Ctrl-\, a hangup) goes on to its process group, as the
+      // terminal would have sent it; one sent with kill goes to the command.
+      from_terminal_ = info.si_code == SI_KERNEL;
       return event;
     }
   }
 
-  void send(int sig) override { ::kill(child_, sig); }
+  void send(int sig) override {
+    union sigval value {};
+    value.sival_int = from_terminal_ ? forward_to_group : forward_to_command;
+    ::sigqueue(shim_, sig, value);
+  }
 
  private:
+  bool read_report(ShimReport& report) {
+    ssize_t got = 0;
+    do got = ::read(report_, &report, sizeof report);
+    while (got < 0 && errno == EINTR);
+    return got == static_cast<ssize_t>(sizeof report);
+  }
+
+  /// The command's end once the shim has exited with `shim_status`: the wait status it
+  /// reported. A shim that did not report (killed) leaves the command's session to run,
+  /// which keeps it as the shim would have until no process of it is left.
+  ProcessEvent ended(int shim_status) {
+    ProcessEvent event;
+    ShimReport last;
+    if (read_report(last) && last.kind == ShimReport::ended) {
+      event.wait_status = last.value;
+      return event;
+    }
+    std::optional<int> command_status;
+    for (;;) {
+      bool none_left = false;
+      reap_ended(child_, command_status, none_left);
+      const std::optional<bool> alive = session_alive(shim_, ::getpid());
+      if (alive ? !*alive : none_left) break;
+      const struct timespec poll {session_poll_ns / 1'000'000'000, session_poll_ns % 1'000'000'000};
+      sigset_t child;
+      sigemptyset(&child);
+      sigaddset(&child, SIGCHLD);
+      ::sigtimedwait(&child, nullptr, &poll);
+    }
+    event.wait_status = command_status.value_or(shim_status);
+    return event;
+  }
+
   const SignalControl& signals_;
+  int lock_fd_ = -1;
+  int report_ = -1;
+  pid_t shim_ = -1;
   pid_t child_ = -1;
-  bool same_group_ = false;
-  bool session_leader_ = false;
+  bool from_terminal_ = false;
 };
 
 /// Runs the command under supervise, reporting its start, the signals and its end as events.
 ChildEnd run_child(const std::vector<std::string>& command, const SignalControl& signals,
-                   const Output& out) {
-  RealSubprocess process(signals);
+                   int lock_fd, const Output& out) {
+  RealSubprocess process(signals, lock_fd);
   SuperviseReport report;
   report.started = [&](int pid) {
     json::array words;
@@ -604,6 +882,17 @@ ChildEnd run_child(const std::vector<std::string>& command, const SignalControl&
     out.event(std::move(event));
   };
   return supervise(process, command, report);
+}
+
+/// Opens the held lock's directory and takes a shared BSD flock on it; the descriptor, or -1
+/// (said once) when that failed: the lock is held all the same.
+int flock_lock_directory(const std::string& lock_path, const Output& out) {
+  const int fd = ::open(lock_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && ::flock(fd, LOCK_SH | LOCK_NB) == 0) return fd;
+  out.note(fmt::format("could not flock {} (temp cleaners may not see it in use): {}", lock_path,
+                       std::strerror(errno)));
+  if (fd >= 0) ::close(fd);
+  return -1;
 }
 
 /// Releases the lock (token-checked) and reports it; returns false when the release failed.
@@ -689,7 +978,11 @@ int run_command(const std::vector<std::string>& args) {
     signals.die_by(sig);
   }
 
-  const ChildEnd end = run_child(options.command, signals, out);
+  // A BSD flock on the lock directory while the command runs: temp cleaners such as
+  // systemd-tmpfiles skip a locked directory. Closed before the release renames it away.
+  const int lock_fd = flock_lock_directory(held.lock_path(), out);
+  const ChildEnd end = run_child(options.command, signals, lock_fd, out);
+  if (lock_fd >= 0) ::close(lock_fd);
   if (end.exec_errno != 0) {
     out.event(
         {{"event", "exec-failed"},

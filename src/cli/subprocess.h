@@ -1,7 +1,8 @@
 // The seam between `run` and the process it wraps: starting the command, what happens next
 // (a signal to run, or the command's end) and forwarding a signal. `supervise` holds run's
 // rules (what is forwarded, how an end maps to run's exit status); the real implementation
-// (run.cc) does fork/exec, sigwaitinfo and kill; tests stage any order of events with a fake,
+// (run.cc) starts the command in its own session under a shim, takes signals with
+// sigwaitinfo and forwards them through the shim; tests stage any order of events with a fake,
 // as ninja's build logic is tested with a fake command runner.
 #pragma once
 
@@ -24,8 +25,8 @@ struct ProcessEvent {
   };
   Kind kind = Kind::ended;
   int signal = 0;  ///< Kind::signal: the signal
-  /// Kind::signal: sent by the terminal to run's whole process group, which the command is
-  /// in, so the command has it already (forwarding would deliver it twice).
+  /// Kind::signal: the command has it already (forwarding would deliver it twice). Never so
+  /// for the real command, which runs in a session of its own that no signal to run reaches.
   bool reached_child = false;
   int wait_status = 0;  ///< Kind::ended: the status waitpid(2) gave
 };
@@ -37,7 +38,8 @@ class Subprocess {
   /// Starts `argv` (searched in PATH) with run's standard streams and environment; its pid,
   /// or the errno of the failed fork or exec (the command has then already been reaped).
   virtual std::expected<int, int> start(const std::vector<std::string>& argv) = 0;
-  /// Blocks until run receives a signal it forwards or the command ends.
+  /// Blocks until run receives a signal it forwards or the command ends (for the real
+  /// command: once every process of its session has ended).
   virtual ProcessEvent next() = 0;
   /// Sends `signal` to the command.
   virtual void send(int signal) = 0;
