@@ -427,6 +427,8 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
     } else if (error.is(LockedReason::live)) {
       out.say("use --wait DURATION to wait for it");
       if (!fix.next_step.empty()) out.say(fmt::format("next step: {}", fix.next_step));
+      // An owner only not proven dead (evidence, not proof): what --force would trust.
+      if (!fix.command.empty()) out.say(fmt::format("to remove it anyway: {}", fix.command));
     }
     return status;
   }
