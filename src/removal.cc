@@ -71,12 +71,20 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
   if (other)
     return fmt::format("it holds more than {} (found '{}'): not removed recursively", owner_file_name,
                        *other);
+  // A mount on the entry or inside it: never removed (device numbers mislead on overlayfs
+  // and btrfs, so the mount id where the kernel gives one).
+  const auto other_mount = [&](const FileStat& inner, const FileStat& outer) {
+    return inner.dev != outer.dev ||
+           (inner.mount_id != 0 && outer.mount_id != 0 && inner.mount_id != outer.mount_id);
+  };
+  if (auto area = system.lstat(node_dirname(path)); area && other_mount(*self, *area))
+    return "a filesystem is mounted on it";
   if (has_owner) {
     auto owner = system.stat_at(fd.get(), std::string(owner_file_name));
     if (!owner) return fmt::format("cannot stat {}: {}", owner_file_name, errno_text(owner.error()));
     if (owner->type != FileType::regular)
       return fmt::format("its {} is a {}, not a file", owner_file_name, file_type_name(owner->type));
-    if (owner->dev != self->dev) return fmt::format("its {} is on another device", owner_file_name);
+    if (other_mount(*owner, *self)) return fmt::format("its {} is a mount", owner_file_name);
   }
   // Without write and search permission on the entry, owner.json cannot be unlinked: say so
   // before anything is renamed, instead of leaving a tombstone behind.
@@ -387,8 +395,10 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
       }
       if (auto changed = redecide(system, facts, decision, policy, false))
         return result(RepairOutcome::changed, *changed);
+      // A guard has no token: its identity is device, inode, birth time and ctime (and
+      // mtime: anything made inside it changes both).
       auto now = system.lstat(facts.path);
-      if (!now || !now->same_object(*facts.stat) || now->type != FileType::directory)
+      if (!now || !now->unchanged_since(*facts.stat) || now->type != FileType::directory)
         return result(RepairOutcome::changed, "it was replaced since it was inspected");
       // A guard is an empty directory: rmdir refuses anything else.
       if (auto removed = system.rmdir(facts.path); !removed)

@@ -4,6 +4,7 @@
 #include <linux/openat2.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -61,12 +62,36 @@ FileStat from_stat(const struct stat& st) {
   return out;
 }
 
+/// One statx (with the birth time and mount id where the filesystem gives them), or, where
+/// the kernel or a seccomp filter has no statx, the stat it falls back to.
+SysResult<FileStat> statx_of(int dirfd, const char* path, int flags) {
+  struct statx sx {};
+  if (::statx(dirfd, path, flags, STATX_BASIC_STATS | STATX_BTIME | STATX_MNT_ID, &sx) != 0) {
+    if (errno != ENOSYS) return fail_errno();
+    struct stat st {};
+    if (::fstatat(dirfd, path, &st, flags) != 0) return fail_errno();
+    return from_stat(st);
+  }
+  struct stat st {};
+  st.st_mode = sx.stx_mode;
+  st.st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  st.st_ino = sx.stx_ino;
+  st.st_uid = sx.stx_uid;
+  st.st_nlink = sx.stx_nlink;
+  st.st_size = static_cast<off_t>(sx.stx_size);
+  st.st_mtim = {sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec};
+  st.st_ctim = {sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec};
+  FileStat out = from_stat(st);
+  if ((sx.stx_mask & STATX_BTIME) != 0)
+    out.birth_ns = std::int64_t{sx.stx_btime.tv_sec} * 1'000'000'000 + sx.stx_btime.tv_nsec;
+  if ((sx.stx_mask & STATX_MNT_ID) != 0) out.mount_id = sx.stx_mnt_id;
+  return out;
+}
+
 }  // namespace
 
 SysResult<FileStat> RealSystem::lstat(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return fail_errno();
-  return from_stat(st);
+  return statx_of(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW);
 }
 
 SysResult<int> RealSystem::open_read(const std::string& path) {
@@ -75,11 +100,7 @@ SysResult<int> RealSystem::open_read(const std::string& path) {
   return fd;
 }
 
-SysResult<FileStat> RealSystem::fstat(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return fail_errno();
-  return from_stat(st);
-}
+SysResult<FileStat> RealSystem::fstat(int fd) { return statx_of(fd, "", AT_EMPTY_PATH); }
 
 SysResult<std::size_t> RealSystem::pread(int fd, std::span<char> buffer, std::int64_t offset) {
   for (;;) {
@@ -260,9 +281,7 @@ SysResult<void> RealSystem::list_directory_at(
 }
 
 SysResult<FileStat> RealSystem::stat_at(int fd, const std::string& name) {
-  struct stat st {};
-  if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail_errno();
-  return from_stat(st);
+  return statx_of(fd, name.c_str(), AT_SYMLINK_NOFOLLOW);
 }
 
 SysResult<void> RealSystem::unlink_at(int fd, const std::string& name) {
@@ -273,9 +292,7 @@ SysResult<void> RealSystem::unlink_at(int fd, const std::string& name) {
 SysResult<FileStat> RealSystem::lstat_in(const DirRef& dir, std::string_view name) {
   if (dir.fd < 0) return lstat(dir.join(name));
   const std::string relative(name);
-  struct stat st {};
-  if (::fstatat(dir.fd, relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail_errno();
-  return from_stat(st);
+  return statx_of(dir.fd, relative.c_str(), AT_SYMLINK_NOFOLLOW);
 }
 
 SysResult<int> RealSystem::open_read_in(const DirRef& dir, std::string_view relative) {

@@ -335,12 +335,50 @@ TEST_CASE("debris replaced or revived since inspection is left alone") {
   }
 }
 
-TEST_CASE("race: a guard re-made with the removed guard's inode number is re-decided, not removed") {
+TEST_CASE("race: a guard re-made with the removed guard's inode number is not removed") {
   // reclaim --force judged an old leftover guard removable. Before it acts, that guard is
   // removed (by another reclaim) and a live Apnea makes a new guard for its own
   // reclamation; ext4 hands the new directory the old one's inode number at once. Device
-  // and inode alone then say "the same guard": only the re-decision under the area's flock
-  // (this new guard is young, so in flight) keeps the live holder's guard.
+  // and inode alone would say "the same guard"; its identity is device, inode, birth time
+  // and ctime, and a new guard has a new ctime (and, where the filesystem has one, birth).
+  for (const bool has_birth : {true, false}) {
+    CAPTURE(has_birth);
+    Area a;
+    const std::string guard_name = a.lock_name + ".reclaim";
+    const std::string guard = a.dir + "/" + guard_name;
+    make_dir(guard);
+    age_path(guard, 3600);
+    if (!has_birth)
+      a.system.restat = [&](const std::string&, FileStat& st) { st.birth_ns = 0; };
+    auto [judged, decision] = a.plan(guard_name, true);
+    REQUIRE(decision.action == PlanAction::remove);
+    REQUIRE(decision.removal == RemovalKind::guard);
+    const FileStat was = *judged.stat;
+    bool remade = false;
+    a.system.before = [&](std::string_view op, const std::string&) {
+      if (op != "lock_exclusive" || remade) return;
+      remade = true;
+      REQUIRE(::rmdir(guard.c_str()) == 0);
+      REQUIRE(::mkdir(guard.c_str(), 0700) == 0);  // the live holder's guard, made now
+      a.system.restat = [&](const std::string& path, FileStat& st) {
+        if (!has_birth) st.birth_ns = 0;
+        if (path == guard) st.ino = was.ino;
+      };
+    };
+    const RepairResult result = execute_repair(a.system, judged, decision, a.policy);
+    CHECK(remade);
+    CHECK(result.outcome == RepairOutcome::changed);
+    CHECK(a.exists(guard));
+    CHECK(a.system.count("rmdir") == 0);
+  }
+}
+
+TEST_CASE("race: a guard whose holder is paused after the judgement is re-decided under the flock, not removed") {
+  // Judged with no paused process, the old guard was removable under --force; by the time
+  // reclaim holds the area's flock, a process of this account that started before the
+  // guard is stopped: it may be the guard's holder, paused between its token check and its
+  // rename. Only the re-decision under the flock (the paused processes read again) sees
+  // it; deleting redecide() from carry_out's guard case turns this red.
   Area a;
   const std::string guard_name = a.lock_name + ".reclaim";
   const std::string guard = a.dir + "/" + guard_name;
@@ -349,22 +387,19 @@ TEST_CASE("race: a guard re-made with the removed guard's inode number is re-dec
   auto [judged, decision] = a.plan(guard_name, true);
   REQUIRE(decision.action == PlanAction::remove);
   REQUIRE(decision.removal == RemovalKind::guard);
-  const std::uint64_t judged_ino = judged.stat->ino;
-  bool remade = false;
+  bool paused = false;
   a.system.before = [&](std::string_view op, const std::string&) {
-    if (op != "lock_exclusive" || remade) return;
-    remade = true;
-    REQUIRE(::rmdir(guard.c_str()) == 0);
-    REQUIRE(::mkdir(guard.c_str(), 0700) == 0);  // the live holder's guard, made now
-    a.system.restat = [&](const std::string& path, FileStat& st) {
-      if (path == guard) st.ino = judged_ino;
-    };
+    if (op != "lock_exclusive" || paused) return;
+    paused = true;
+    ProcessInfo stopped{'T', 4242, ::getuid(), 1, "node apnea"};
+    stopped.pid = 4242;
+    a.system.staged_paused = std::vector<ProcessInfo>{stopped};
   };
   const RepairResult result = execute_repair(a.system, judged, decision, a.policy);
+  CHECK(paused);
   CHECK(result.outcome == RepairOutcome::changed);
   CHECK(result.detail.find("no longer removable") != std::string::npos);
   CHECK(a.exists(guard));
-  CHECK(remade);
   CHECK(a.system.count("rmdir") == 0);
 }
 

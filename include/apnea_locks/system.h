@@ -39,9 +39,20 @@ struct FileStat {
   std::int64_t size = 0;
   std::int64_t mtime_ns = 0;  ///< wall-clock nanoseconds since the epoch
   std::int64_t ctime_ns = 0;  ///< last status change, wall-clock nanoseconds since the epoch
+  /// Birth time (statx), wall-clock nanoseconds since the epoch; 0 where the filesystem (or
+  /// the kernel) gives none.
+  std::int64_t birth_ns = 0;
+  /// The mount the object is on (statx STATX_MNT_ID); 0 when unknown. Device numbers mislead
+  /// on overlayfs and btrfs; this does not.
+  std::uint64_t mount_id = 0;
 
-  /// True when both name the same filesystem object.
-  bool same_object(const FileStat& other) const { return dev == other.dev && ino == other.ino; }
+  /// True when both name the same filesystem object: the same device and inode, and the
+  /// same birth time where both have one (inode numbers are handed out again at once, so
+  /// device and inode alone may name a newer object).
+  bool same_object(const FileStat& other) const {
+    return dev == other.dev && ino == other.ino &&
+           (birth_ns == 0 || other.birth_ns == 0 || birth_ns == other.birth_ns);
+  }
   /// True when both name the same object of the same type, unchanged in between: the same
   /// mtime and ctime (a rename, a chmod or a write inside sets one of them).
   bool unchanged_since(const FileStat& other) const {

@@ -1,0 +1,191 @@
+// The live-owner matrix (issue "One removal gate"): every way this machine can stage an owner
+// that is alive while it looks dead or damaged, crossed with every command and flag that can
+// remove a lock or take it over. Each cell: nothing of the live owner's lock is removed or
+// changed, and a second holder (`run -n`, `run -w`) is refused without running its command.
+// Cells that need root, unshare or a mount run where they can and are counted as skipped,
+// with the reason, where they cannot; the counts are printed.
+//
+// Assertions are on exit codes and on what exists on disk, never on wording.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "area_builder.h"
+#include "run_test_util.h"
+
+using namespace apnea_locks;
+using namespace apnea_locks::testing;
+
+namespace {
+
+/// One live owner, staged: its area, its lock, and what keeps it alive until the end.
+struct Owner {
+  std::string dir;   ///< the lock area
+  std::string lock;  ///< the live owner's lock
+  std::string repo;  ///< the repository it locks
+  std::function<void()> end;  ///< ends the owner (and undoes the staging)
+};
+
+/// A way an owner can be alive while this machine's view says otherwise. `stage` returns the
+/// owner, or a reason it cannot be staged here (then the case's cells are skipped).
+struct OwnerCase {
+  std::string name;
+  std::function<std::variant<Owner, std::string>(Scratch&)> stage;
+};
+
+/// `apnea-locks run` holding `repo`'s lock in `dir` (LockHolder) with `extra` done to it.
+std::variant<Owner, std::string> held_by_run(Scratch& scratch, const std::string& dir,
+                                             const std::function<void(pid_t)>& extra = {}) {
+  make_dir(dir);
+  auto holder = std::make_shared<LockHolder>(dir, scratch.repo);
+  if (!holder->held()) return "apnea-locks run could not take the lock: " + holder->process().err();
+  const pid_t pid = holder->pid();
+  if (extra) extra(pid);
+  age_path(repo_lock(dir, scratch.repo), 3600);  // past Apnea's grace
+  return Owner{dir, repo_lock(dir, scratch.repo), scratch.repo, [holder, pid] {
+                 ::kill(pid, SIGCONT);
+                 (void)holder->release();
+               }};
+}
+
+const std::vector<OwnerCase>& owner_cases() {
+  static const std::vector<OwnerCase> cases{
+      {"a stopped holder (SIGSTOP, state T)",
+       [](Scratch& s) { return held_by_run(s, s.locks, [](pid_t pid) { ::kill(pid, SIGSTOP); }); }},
+      {"a holder in a child PID namespace (its in-namespace pid written, /tmp shared)",
+       [](Scratch& s) -> std::variant<Owner, std::string> {
+         if (::getuid() != 0) return std::string("not root: unshare --pid needs CAP_SYS_ADMIN");
+         make_dir(s.locks);
+         // Inside the namespace, pids count from 1: fork until the next pid is one this
+         // namespace has no process for (ESRCH here), then start run there.
+         pid_t target = 100;
+         const auto free_here = [](pid_t first) {
+           for (pid_t pid = first; pid < first + 4; ++pid)
+             if (::kill(pid, 0) == 0 || errno != ESRCH) return false;
+           return true;
+         };
+         while (target < 5000 && !free_here(target)) ++target;
+         if (target >= 5000) return std::string("no free low pid here to stage the namespace's pid on");
+         const std::string script =
+             "while :; do /bin/true & p=$!; wait $p; [ $p -ge " + std::to_string(target - 1) +
+             " ] && break; done; " + locks_bin() + " run --lock-dir " + s.locks + " --repo " +
+             s.repo + " -- sh -c 'echo held; exec cat'";
+         auto holder = std::make_shared<SpawnedProcess>(
+             std::vector<std::string>{"unshare", "--pid", "--fork", "--kill-child", "sh", "-c", script});
+         if (holder->read_line(Stream::out, 30s) != std::optional<std::string>("held"))
+           return "unshare --pid could not start a holder: " + holder->err();
+         const std::string lock = repo_lock(s.locks, s.repo);
+         const std::string record = read_bytes(lock + "/owner.json");
+         const long long written = std::stoll(record.substr(record.find(':') + 1));
+         if (::kill(static_cast<pid_t>(written), 0) == 0 || errno != ESRCH) {
+           holder->close_stdin();
+           (void)holder->wait(30s);
+           return "the in-namespace pid " + std::to_string(written) + " is in use here too";
+         }
+         age_path(lock, 3600);  // past Apnea's grace: only the proof of death stands between
+         return Owner{s.locks, lock, s.repo, [holder] {
+                        holder->close_stdin();
+                        (void)holder->wait(30s);
+                      }};
+       }},
+      {"an owner on a filesystem outside the local list (ramfs; NFS in the field)",
+       [](Scratch& s) -> std::variant<Owner, std::string> {
+         if (::getuid() != 0) return std::string("not root: mounting ramfs needs CAP_SYS_ADMIN");
+         const std::string mount_point = s.root + "/ramfs";
+         make_dir(mount_point);
+         if (::mount("none", mount_point.c_str(), "ramfs", 0, "mode=0700") != 0)
+           return std::string("mount -t ramfs failed: ") + std::strerror(errno);
+         const std::string dir = mount_point + "/locks";
+         make_dir(dir);
+         // Its writer is on another machine: its pid means nothing here (dead here).
+         const std::string lock = repo_lock(dir, s.repo);
+         make_entry(dir, lock.substr(dir.size() + 1), owner_json(dead_pid()));
+         age_path(lock, 3600);
+         return Owner{dir, lock, s.repo, [mount_point] { ::umount2(mount_point.c_str(), MNT_DETACH); }};
+       }},
+  };
+  return cases;
+}
+
+/// A command that may remove or take over, with "LOCK", "DIR" and "REPO" replaced.
+struct Remover {
+  std::vector<std::string> args;
+  bool takes_lock = false;  ///< run: would run its command while holding the lock
+};
+
+const std::vector<Remover>& removers() {
+  static const std::vector<Remover> all{
+      {{"reclaim", "--lock-dir", "DIR", "--yes", "LOCK"}},
+      {{"reclaim", "--lock-dir", "DIR", "--force", "--yes", "LOCK"}},
+      {{"reclaim", "--lock-dir", "DIR", "--yes", "--all"}},
+      {{"reclaim", "--lock-dir", "DIR", "--force", "--yes", "--all"}},
+      {{"reclaim", "--lock-dir", "DIR", "--force", "--yes", "--guard-age", "1m", "--all"}},
+      {{"reclaim", "--lock-dir", "DIR", "--force", "--yes", "--guard-age", "30d", "--all"}},
+      {{"reclaim", "--lock-dir", "DIR", "--force", "--yes", "--tolerance", "1s", "--all"}},
+      {{"reclaim", "--lock-dir", "DIR", "--force", "--yes", "--tolerance", "1d", "--all"}},
+      {{"run", "--lock-dir", "DIR", "--repo", "REPO", "-n"}, true},
+      {{"run", "--lock-dir", "DIR", "--repo", "REPO", "-w", "1"}, true},
+  };
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("the live-owner matrix: no command or flag removes a live owner's lock or lets a second holder in") {
+  int cells = 0, skipped = 0;
+  for (const OwnerCase& owner_case : owner_cases()) {
+    CAPTURE(owner_case.name);
+    for (const Remover& remover : removers()) {
+      Scratch scratch;
+      auto staged = owner_case.stage(scratch);
+      if (const std::string* why = std::get_if<std::string>(&staged)) {
+        MESSAGE("skipped: " << owner_case.name << ": " << *why);
+        ++skipped;
+        continue;
+      }
+      Owner& owner = std::get<Owner>(staged);
+      std::vector<std::string> argv{locks_bin()};
+      std::string line;
+      for (const std::string& word : remover.args) {
+        argv.push_back(word == "DIR" ? owner.dir : word == "LOCK" ? owner.lock
+                       : word == "REPO" ? owner.repo : word);
+        line += " " + word;
+      }
+      const std::string ran = scratch.root + "/second-holder-ran";
+      if (remover.takes_lock) argv.insert(argv.end(), {"--", "touch", ran});
+      CAPTURE(line);
+      const auto before = snapshot(owner.lock);
+      const Finished done = finish(argv, {}, 60s);
+      CAPTURE(done.err);
+      REQUIRE(done.status.has_value());
+      ++cells;
+      CHECK_MESSAGE(exists(owner.lock), "the live owner's lock was removed");
+      CHECK(snapshot(owner.lock) == before);
+      if (remover.takes_lock) {
+        CHECK(*done.status == 75);  // held: a live owner, or one not proven dead
+        CHECK_FALSE(exists(ran));
+      }
+      // Nothing left beside the lock: no tombstone, guard or candidate.
+      int entries = 0;
+      for (const auto& entry : std::filesystem::directory_iterator(owner.dir)) {
+        (void)entry;
+        ++entries;
+      }
+      CHECK(entries == 1);
+      owner.end();
+    }
+  }
+  MESSAGE("live-owner matrix: " << cells << " cells run, " << skipped << " skipped");
+  CHECK(cells > 0);
+}
