@@ -71,9 +71,13 @@ std::string node_dirname(std::string_view path) {
 }
 
 std::string node_tmpdir(System& system) {
+  return node_tmpdir_from([&](const char* name) { return system.env(name); });
+}
+
+std::string node_tmpdir_from(const std::function<std::optional<std::string>(const char*)>& env) {
   std::string path;
   for (const char* name : {"TMPDIR", "TMP", "TEMP"}) {
-    auto value = system.env(name);
+    auto value = env(name);
     if (value && !value->empty()) {
       path = utf8_with_replacement(*value);
       break;
@@ -82,6 +86,40 @@ std::string node_tmpdir(System& system) {
   if (path.empty()) path = "/tmp";
   if (path.size() > 1 && path.back() == '/') path.pop_back();
   return path;
+}
+
+bool recognised_runtime(std::string_view executable) {
+  if (executable.ends_with(" (deleted)")) executable.remove_suffix(10);
+  const auto slash = executable.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? executable : executable.substr(slash + 1);
+  if (base == "apnea-locks") return true;
+  for (std::string_view prefix : {"node", "nodejs", "bun", "deno", "electron"})
+    if (base.starts_with(prefix)) return true;
+  return false;
+}
+
+std::vector<std::string> other_lock_areas(System& system, std::uint32_t uid, const std::string& own) {
+  std::vector<std::string> areas;
+  const auto processes = system.runtime_processes(uid);
+  if (!processes) return areas;
+  const std::string mine = node_normalize(own);
+  for (const RuntimeProcess& process : *processes) {
+    const std::string& environ = process.environment;
+    const auto lookup = [&](const char* name) -> std::optional<std::string> {
+      const std::string key = std::string(name) + "=";
+      for (std::size_t at = 0; at < environ.size();) {
+        const std::size_t end = std::min(environ.find('\0', at), environ.size());
+        if (environ.compare(at, key.size(), key) == 0) return environ.substr(at + key.size(), end - at - key.size());
+        at = end + 1;
+      }
+      return std::nullopt;
+    };
+    const std::string area = node_normalize(
+        node_join(node_join(node_tmpdir_from(lookup), fmt::format("apnea-{}", uid)), "operation-locks"));
+    if (area != mine && std::find(areas.begin(), areas.end(), area) == areas.end())
+      areas.push_back(area);
+  }
+  return areas;
 }
 
 std::string node_homedir(System& system) {

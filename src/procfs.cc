@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "apnea_locks/lock_area.h"
 #include "detail/probe.h"
 #include "detail/split.h"
 
@@ -262,6 +263,31 @@ std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view r
     if (info) paused.push_back(std::move(*info));  // else gone since
   }
   return paused;
+}
+
+}  // namespace apnea_locks::detail
+
+namespace apnea_locks::detail {
+
+std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
+                                                                  std::uint32_t uid) {
+  std::vector<RuntimeProcess> found;
+  const bool listed = for_each_process(root, [&](std::int64_t pid) {
+    // The real uid first (one small read), then the executable's name, then the environment.
+    const std::string status = read_small_file(process_path(root, pid, "/status"));
+    const std::vector<std::int64_t> uids = parse_ints(status_field(status, "Uid").value_or(""));
+    if (uids.empty() || uids.front() != static_cast<std::int64_t>(uid)) return;
+    char link[4096];
+    const ssize_t size = ::readlink(process_path(root, pid, "/exe").c_str(), link, sizeof link);
+    if (size <= 0) return;
+    std::string executable(link, static_cast<std::size_t>(size));
+    if (!recognised_runtime(executable)) return;
+    std::string environment = read_small_file(process_path(root, pid, "/environ"));
+    if (environment.empty()) return;
+    found.push_back(RuntimeProcess{pid, std::move(executable), std::move(environment)});
+  });
+  if (!listed) return std::nullopt;
+  return found;
 }
 
 }  // namespace apnea_locks::detail

@@ -32,4 +32,8 @@ std::optional<std::vector<ProcessInfo>> RealSystem::paused_processes() {
   return read_paused_processes(default_proc_root, default_cgroup_root, boot_time_ns());
 }
 
+std::optional<std::vector<RuntimeProcess>> RealSystem::runtime_processes(std::uint32_t uid) {
+  return read_runtime_processes(default_proc_root, uid);
+}
+
 }  // namespace apnea_locks::detail

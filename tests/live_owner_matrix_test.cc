@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <variant>
@@ -188,4 +189,32 @@ TEST_CASE("the live-owner matrix: no command or flag removes a live owner's lock
   }
   MESSAGE("live-owner matrix: " << cells << " cells run, " << skipped << " skipped");
   CHECK(cells > 0);
+}
+
+TEST_CASE("other areas: run refuses while the same lock is held where another Apnea of this account locks") {
+  // An Apnea whose TMPDIR differs (set in a shell, not for the desktop session) computes
+  // another area and holds the same repository's lock there: run must not take its own.
+  Scratch s;
+  const std::string uid = std::to_string(::getuid());
+  const std::string theirs = s.root + "/their-tmp", mine = s.root + "/my-tmp";
+  make_dir(theirs);
+  make_dir(mine);
+  make_dir(theirs + "/apnea-" + uid);
+  const std::string their_area = theirs + "/apnea-" + uid + "/operation-locks";
+  auto holder = std::make_unique<LockHolder>(their_area, s.repo, std::vector<std::string>{},
+                                             std::vector<std::string>{},
+                                             std::map<std::string, std::string>{{"TMPDIR", theirs}});
+  REQUIRE_MESSAGE(holder->held(), holder->process().err());
+  const std::string ran = s.root + "/ran";
+  const std::vector<std::string> argv{locks_bin(), "run", "--repo", s.repo, "-n", "--", "touch", ran};
+  Finished done = finish(argv, {{"TMPDIR", mine}}, 60s);
+  CAPTURE(done.err);
+  CHECK(done.status == 75);
+  CHECK(done.err.find(their_area) != std::string::npos);
+  CHECK_FALSE(exists(ran));
+  // Released there, the lock is run's to take.
+  CHECK(holder->release() == 0);
+  done = finish(argv, {{"TMPDIR", mine}}, 60s);
+  CHECK(done.status == 0);
+  CHECK(exists(ran));
 }

@@ -38,6 +38,8 @@
 #include "apnea_locks/owner.h"
 #include "apnea_locks/policy.h"
 #include "apnea_locks/repair.h"
+#include "apnea_locks/lock.h"
+#include "detail/lock.h"
 #include "apnea_locks/survey.h"
 #include "area_builder.h"
 #include "detail/probe.h"
@@ -663,6 +665,55 @@ CaseReport run_case(std::uint64_t case_seed) {
     }
   }
 
+  // 4. Taking over is removing: in one case of three (drawn apart from the case's own
+  // stream), run's takeover (acquire's take_over) replaces reclaim's run. Each lock is taken
+  // over exactly when reclaim without --force, with the default timing run judges with,
+  // decides to remove it with its owner's token, and it is past Apnea's 60 s grace; nothing
+  // else is touched.
+  if (std::mt19937_64(case_seed ^ 0x7a6b3c2d1e0fULL)() % 3 == 0) {
+    SurveySettings apnea = survey_settings(system, dir, default_reuse_tolerance_ns,
+                                           default_guard_age_ns, false);
+    apnea.judge.paused = system.paused_processes();
+    std::set<std::string> taken;
+    for (const auto& [name, j] : judged) {
+      if (j.facts.parsed.role != EntryRole::lock || !j.facts.stat) continue;
+      const std::string who = short_name(name);
+      const Decision decision = judge_entry(j.facts, apnea, nullptr).second;
+      const bool expected = decision.action == PlanAction::remove &&
+                            decision.removal == RemovalKind::lock_owner &&
+                            now - j.facts.stat->mtime_ns >= 60 * second;
+      LockTarget target;
+      target.kind = j.facts.parsed.kind;
+      target.lock_path = dir + "/" + name;
+      target.resource = name;
+      target.area_mode = AreaMode::explicit_directory;
+      const detail::Takeover got =
+          detail::take_over(system, target, std::chrono::milliseconds(60'000), false);
+      const bool took = got.kind == detail::Takeover::Kind::taken_over;
+      report.seen[took ? "takeover: taken over" : "takeover: refused"]++;
+      if (took != expected)
+        problem("[4 takeover=reclaim] " + who + ": reclaim without --force decides " +
+                std::string(plan_action_name(decision.action)) + " (" + decision.why + ")" +
+                (expected ? "" : " or the lock is inside the grace") + " but run's takeover " +
+                (took ? "took it over" : "refused: " + got.error.message));
+      if (took) taken.insert(name);
+    }
+    for (const Planned& entry : planned) {
+      const auto after = snapshot_of(system.real(), dir + "/" + entry.name);
+      const auto was = before.find(entry.name);
+      if (taken.count(entry.name) ? after.has_value()
+                                  : (!after || was == before.end() || !(*after == was->second)))
+        problem("[4 takeover=reclaim] " + short_name(entry.name) +
+                (taken.count(entry.name) ? " was taken over but is still there" : " changed"));
+    }
+    std::vector<std::string> expected;
+    for (const std::string& name : names)
+      if (!taken.count(name)) expected.push_back(name);
+    if (listing(system.real(), dir) != expected)
+      problem("[4 takeover=reclaim] the area holds other entries than before, less those taken over");
+    return report;
+  }
+
   // 1. The real run, in reclaim's order, with the decisions of the one survey. No removal
   // is excused as `changed` by an earlier one in the same run: a leftover guard that the
   // policy removes goes first (so the lock, candidate or tombstone behind it finds the guard
@@ -767,7 +818,8 @@ TEST_CASE("property: one survey's decisions are what the real run does; never a 
              "--force removal trusting the wall clock",
              "--force removal trusting no process hidden from apnea-locks shares this temp directory",
              "--force removal trusting an ownerless entry older than --guard-age is abandoned",
-             "names a live pid in a malformed record", "run: removed"})
+             "names a live pid in a malformed record", "run: removed", "takeover: taken over",
+             "takeover: refused"})
       CHECK_MESSAGE(seen[branch] > 0, "no case reached: " << branch << "\n" << coverage);
   }
   if (failing.empty()) return;

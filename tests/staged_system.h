@@ -71,6 +71,8 @@ class StagedSystem : public System {
   std::optional<std::int64_t> staged_dev_birth_ns;
   bool dev_birth_known = true;
   std::optional<std::uint32_t> staged_euid;
+  /// What runtime_processes() returns (nothing: /proc could not be listed).
+  std::optional<std::vector<RuntimeProcess>> staged_runtime = std::vector<RuntimeProcess>{};
   /// What namespace_view() returns (processes in nested PID namespaces).
   std::vector<ProcessInfo> namespace_processes;
   /// What paused_processes() returns (nothing: /proc could not be listed).
@@ -212,6 +214,10 @@ class StagedSystem : public System {
   }
 
   // Host.
+  std::optional<std::vector<RuntimeProcess>> runtime_processes(std::uint32_t uid) override {
+    if (!step("runtime_processes", std::to_string(uid))) return std::nullopt;
+    return real_processes ? real_.runtime_processes(uid) : staged_runtime;
+  }
   std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
     ++namespace_inode_reads;
     if (real_processes) return real_.namespace_inode(kind);

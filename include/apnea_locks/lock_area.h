@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <expected>
+#include <functional>
+#include <optional>
 #include <string>
 #include <optional>
 #include <string_view>
@@ -26,6 +28,21 @@ std::string node_dirname(std::string_view path);
 /// with one trailing "/" removed (but "/" stays "/"). Node decodes the environment as
 /// UTF-8, so bytes that are not UTF-8 become U+FFFD (utf8_with_replacement) here too.
 std::string node_tmpdir(System& system);
+
+/// node_tmpdir with the environment read through `env` (a process's own, say).
+std::string node_tmpdir_from(const std::function<std::optional<std::string>(const char*)>& env);
+
+/// True when `executable`'s basename (a trailing " (deleted)" dropped) names a runtime Apnea
+/// may run in (PROTOCOL.md section 10): `node*`, `nodejs*`, `bun*`, `deno*`, `electron*`, or
+/// `apnea-locks` itself.
+bool recognised_runtime(std::string_view executable);
+
+/// Other areas (PROTOCOL.md section 10): the lock directories that live processes of `uid`
+/// running a recognised runtime would compute from their own environments
+/// (`<tmpdir>/apnea-<uid>/operation-locks`), each once, `own` (normalised) left out.
+/// Empty when /proc cannot be listed.
+std::vector<std::string> other_lock_areas(System& system, std::uint32_t uid,
+                                          const std::string& own);
 
 /// Node's `os.homedir()`: $HOME when set and non-empty, else the passwd entry (or ""),
 /// decoded as UTF-8 with U+FFFD for invalid bytes, as Node makes it a string.

@@ -85,6 +85,15 @@ struct ProcessInfo {
   std::vector<std::int64_t> nspid{};
 };
 
+/// A process that runs a recognised runtime (PROTOCOL.md section 10: Node, Bun, Deno,
+/// Electron, apnea-locks), with its environment: where an Apnea of the account may compute
+/// another lock area than ours.
+struct RuntimeProcess {
+  std::int64_t pid = 0;
+  std::string executable;   ///< the target of /proc/<pid>/exe
+  std::string environment;  ///< /proc/<pid>/environ: NUL-separated NAME=VALUE
+};
+
 /// A directory a survey reads entry by entry: its path, and a descriptor open on it (or -1).
 /// Calls `*_in` resolve names relative to the descriptor when there is one, else relative
 /// to `path` joined as `path/name` (an empty `path`: the name is a path of its own).
@@ -201,6 +210,11 @@ class Processes {
   /// kernel threads (PF_KTHREAD) are left out, whatever a user process calls itself. Nothing
   /// when /proc cannot be listed. One walk of /proc.
   virtual std::optional<std::vector<ProcessInfo>> paused_processes() = 0;
+  /// Every process of real uid `uid` whose executable's basename (a trailing " (deleted)"
+  /// dropped) is a recognised runtime (recognised_runtime, lock_area.h), with its
+  /// environment; processes whose executable or environment cannot be read are left out.
+  /// Nothing when /proc cannot be listed. One walk of /proc.
+  virtual std::optional<std::vector<RuntimeProcess>> runtime_processes(std::uint32_t uid) = 0;
 };
 
 /// The host facts a proof of death rests on (PROTOCOL.md section 9), read once per survey.

@@ -441,6 +441,36 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
   return status;
 }
 
+/// Other areas (PROTOCOL.md section 10): an Apnea of this account whose environment names
+/// another temp directory (TMPDIR set in a shell, not for the desktop session) locks the
+/// same repository under another area. While the same lock is held there by an owner not
+/// proven dead, run is refused as by a live owner, naming that lock.
+std::optional<LockError> held_elsewhere(System& system, const LockTarget& target) {
+  const std::string directory = node_dirname(target.lock_path);
+  const std::string name = target.lock_path.substr(target.lock_path.rfind('/') + 1);
+  for (const std::string& area : other_lock_areas(system, system.uid(), directory)) {
+    if (!check_area(system, area, system.uid(), true).safe()) continue;  // never read through it
+    const SurveySettings settings = survey_settings(system, area, default_reuse_tolerance_ns,
+                                                    default_guard_age_ns, false);
+    EntryJudge judge(system, area, settings);
+    const Judgement judged = judge.entry(name, nullptr);
+    if (!judged.facts.stat || judged.decision.action == PlanAction::remove) continue;
+    LockError error;
+    error.kind = LockError::Kind::operation_locked;
+    error.reason = LockedReason::live;
+    error.lock_path = node_join(area, name);
+    error.resource = target.resource;
+    const auto& owner = judged.facts.owner;
+    error.pid = owner && owner->owner ? owner->owner->pid : 0;
+    error.message = fmt::format(
+        "the same lock is held in another area an Apnea of this account uses: {} ({}, {})",
+        error.lock_path, state_name(judged.verdict.state), judged.verdict.reason);
+    error.headline = error.message;
+    return error;
+  }
+  return std::nullopt;
+}
+
 /// A lock, a refusal, or the signal that interrupted the wait.
 using Acquired = std::variant<HeldLock, LockError, int>;
 
@@ -471,7 +501,10 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
   nanoseconds delay = first_delay;
   bool announced = false;
   for (;;) {
-    auto held = acquire(system, target, once);
+    auto held = [&]() -> LockResult<HeldLock> {
+      if (auto elsewhere = held_elsewhere(system, target)) return std::unexpected(*elsewhere);
+      return acquire(system, target, once);
+    }();
     if (held) return std::move(*held);
     LockError error = std::move(held.error());
     const bool retry =

@@ -61,4 +61,10 @@ std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view r
                                                               std::string_view cgroup_root,
                                                               std::int64_t boot_time_ns);
 
+/// Every process of `<root>` of real uid `uid` (the first `Uid:` field) whose `exe` names a
+/// recognised runtime, with its environment (System::runtime_processes). Nothing when
+/// `<root>` cannot be listed.
+std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
+                                                                  std::uint32_t uid);
+
 }  // namespace apnea_locks::detail
