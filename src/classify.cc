@@ -193,9 +193,52 @@ void judge_guard_holder(const FileStat& guard, const ClassifyPolicy& policy, Ver
   }
 }
 
+bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict);
+
+/// A changed record's possible owners (PROTOCOL.md section 10): the first process of the
+/// area's uid running a recognised runtime that started no later than 60 s after the lock
+/// was made (its birth time; without one, the latest of the directory's and owner.json's
+/// mtime and ctime). A void clock makes every such process count.
+void judge_possible_owners(const OwnerRead& read, const ClassifyPolicy& policy, Verdict& verdict) {
+  verdict.owners_checked = policy.runtimes.has_value();
+  if (!policy.runtimes) return;
+  const FileStat& dir = *read.lock_stat;
+  const FileStat& file = *read.owner_stat;
+  const std::int64_t made = dir.birth_ns != 0
+      ? dir.birth_ns
+      : std::max({dir.mtime_ns, dir.ctime_ns, file.mtime_ns, file.ctime_ns});
+  constexpr std::int64_t minute_ns = 60'000'000'000;
+  const bool clock_trusted = !policy.host.clock_void();
+  for (const ProcessInfo& process : *policy.runtimes) {
+    if (process.uid != policy.area_uid) continue;
+    if (!clock_trusted || process.start_time_ns <= 0 || process.start_time_ns <= made + minute_ns) {
+      verdict.possible_owner = process;
+      return;
+    }
+  }
+}
+
 /// Judges the owner record of a lock, candidate or tombstone; true when every pid it names
-/// is proven dead (or it names none), false when one may be alive.
+/// is proven dead (or it names none), false when one may be alive. A record changed after
+/// it was published proves nothing about its owner: its proof is evidence at most.
 bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+  const bool dead = judge_record_pids(facts, policy, verdict);
+  const auto& read = *facts.owner;
+  if (read.lock_stat && read.owner_stat &&
+      record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns)) {
+    verdict.record_changed = true;
+    judge_possible_owners(read, policy, verdict);
+    if (verdict.proof_class == ProofClass::certain) {
+      verdict.proof_class = ProofClass::evidence;
+      verdict.death.proof = ProofClass::evidence;
+      verdict.certain = false;
+    }
+  }
+  return dead;
+}
+
+/// judge_record's reading of the pids the record names.
+bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
   const auto& read = *facts.owner;
   if (!read.owner) verdict.failed_check = read.owner.error().reason();
   verdict.pids_unknown = facts.pids_unknown;
@@ -254,6 +297,7 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
     return;
   }
   verdict.state = EntryState::stale;
+  if (verdict.record_changed) verdict.reason = "record-changed";
   const std::int64_t grace_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(repository_reclaim_grace).count();
   verdict.apnea_self_heals = facts.parsed.kind == LockKind::repository && !apnea_live &&
@@ -284,6 +328,7 @@ void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, V
     return;
   }
   verdict.state = EntryState::debris;
+  if (verdict.record_changed && !verdict.pidless && !verdict.pids_unknown) verdict.reason = "record-changed";
   verdict.needs_attention = true;
 }
 
@@ -301,6 +346,17 @@ void classify_guard(const EntryFacts& facts, const ClassifyPolicy& policy, Verdi
 }
 
 }  // namespace
+
+bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns) {
+  if (owner_file.ctime_ns > directory.ctime_ns + tolerance_ns) return true;
+  if (owner_file.birth_ns != 0) {
+    if (owner_file.ctime_ns - owner_file.birth_ns > tolerance_ns) return true;
+    if (directory.birth_ns != 0 && (directory.birth_ns > owner_file.birth_ns ||
+                                    owner_file.birth_ns - directory.birth_ns > tolerance_ns))
+      return true;
+  }
+  return false;
+}
 
 Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel*) {
   Verdict verdict;

@@ -35,6 +35,7 @@ constexpr std::string_view trust_clock = "the wall clock";
 constexpr std::string_view trust_visibility = "no process hidden from apnea-locks shares this temp directory";
 constexpr std::string_view trust_malformed = "a malformed owner record names its writer's pids";
 constexpr std::string_view trust_ownerless = "an ownerless entry older than --guard-age is abandoned";
+constexpr std::string_view trust_runtime = "Apnea runs only in a recognised runtime (Node, Bun, Deno, Electron)";
 
 Decision keep(std::string why) { return Decision{PlanAction::keep, RemovalKind::none, std::move(why), {}, {}}; }
 
@@ -120,11 +121,39 @@ std::optional<Decision> unprovable(const EntryFacts& facts, const Verdict& verdi
   return std::nullopt;
 }
 
+/// What blocks an entry whose owner record changed after it was published (PROTOCOL.md
+/// section 10): without --force, the change itself; with it, a possible owner alive, or a
+/// process table that could not be read. Nothing when the record is unchanged, or when
+/// --force may go on (then trusting that Apnea runs only in a recognised runtime).
+std::optional<Decision> changed_record_blocks(const Verdict& verdict, const RemovalFlags& flags) {
+  if (!verdict.record_changed) return std::nullopt;
+  if (!flags.force)
+    return refuse("its owner record changed after it was published (record-changed): a changed "
+                  "record proves nothing about its owner",
+                  "needs --force, which removes it only when no process that could have taken "
+                  "it (Node, Bun, Deno, Electron or apnea-locks of this account, started before "
+                  "it was made) is alive");
+  if (!verdict.owners_checked)
+    return refuse("its owner record changed after it was published, and the process table could "
+                  "not be read to rule out a process that could have taken it",
+                  "check that no Apnea process of this account runs, then run reclaim --force again");
+  if (verdict.possible_owner)
+    return refuse(fmt::format("its owner record changed after it was published, and {} may be its "
+                              "owner (it runs a recognised runtime and started before the lock "
+                              "was made)",
+                              carrier_text(*verdict.possible_owner)),
+                  fmt::format("if pid {0} is not this lock's Apnea (ps -o pid,lstart,args -p {0}), "
+                              "end it or wait for it to exit, then run reclaim --force again",
+                              verdict.possible_owner->pid));
+  return std::nullopt;
+}
+
 /// The trusts a --force removal on `verdict`'s proof rests on.
 std::vector<std::string> trusts_of(const Verdict& verdict) {
   std::vector<std::string> trusts;
   if (verdict.death.uses_clock) trusts.emplace_back(trust_clock);
   if (verdict.death.uses_visibility) trusts.emplace_back(trust_visibility);
+  if (verdict.record_changed) trusts.emplace_back(trust_runtime);
   return trusts;
 }
 
@@ -132,6 +161,7 @@ std::vector<std::string> trusts_of(const Verdict& verdict) {
 /// evidence), removed as `kind`.
 Decision proven_dead(const Verdict& verdict, const RemovalFlags& flags, RemovalKind kind,
                      bool force_only) {
+  if (auto blocked = changed_record_blocks(verdict, flags)) return *blocked;
   const std::string_view proof = proof_name(verdict.proof);
   if (verdict.proof_class == ProofClass::certain && !force_only)
     return remove(kind, fmt::format("{} (certain)", proof));
@@ -150,9 +180,12 @@ Decision proven_dead(const Verdict& verdict, const RemovalFlags& flags, RemovalK
 }
 
 /// Ownerless (pid-less) entries: only --force, and only when older than --guard-age by ctime.
-Decision ownerless(const EntryFacts& facts, const RemovalFlags& flags, std::int64_t now_ns,
-                   RemovalKind kind, std::string_view what) {
-  const std::int64_t changed = facts.stat ? facts.stat->ctime_ns : now_ns;
+Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags,
+                   std::int64_t now_ns, RemovalKind kind, std::string_view what) {
+  // Unchanged for how long: the latest ctime of the directory and its owner.json.
+  std::int64_t changed = facts.stat ? facts.stat->ctime_ns : now_ns;
+  if (facts.owner && facts.owner->owner_stat)
+    changed = std::max(changed, facts.owner->owner_stat->ctime_ns);
   const std::int64_t age = now_ns - changed;
   const bool young = age < flags.guard_age_ns;
   // A candidate or tombstone that young may be being written or removed right now; a lock
@@ -167,8 +200,11 @@ Decision ownerless(const EntryFacts& facts, const RemovalFlags& flags, std::int6
                               seconds_text(std::max<std::int64_t>(age, 0))),
                   fmt::format("reclaim --force removes it once it is older than --guard-age {}",
                               seconds_text(flags.guard_age_ns)));
+  if (auto blocked = changed_record_blocks(verdict, flags)) return *blocked;
+  std::vector<std::string> trusts{std::string(trust_ownerless)};
+  if (verdict.record_changed) trusts.emplace_back(trust_runtime);
   return remove(kind, fmt::format("{} names no pid, unchanged for {}", what, seconds_text(age)),
-                {std::string(trust_ownerless)});
+                std::move(trusts));
 }
 
 Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags) {
@@ -256,7 +292,7 @@ Decision decide_lock(const EntryFacts& facts, const Verdict& verdict, const Remo
     return proven_dead(verdict, flags, RemovalKind::lock_owner, false);
   if (verdict.state == EntryState::malformed) {
     if (verdict.pidless)
-      return ownerless(facts, flags, now_ns, RemovalKind::lock_malformed,
+      return ownerless(facts, verdict, flags, now_ns, RemovalKind::lock_malformed,
                        fmt::format("its malformed owner record ({})", verdict.failed_check));
     return proven_dead(verdict, flags, RemovalKind::lock_malformed, true);
   }
@@ -278,7 +314,7 @@ Decision decide_transient(const EntryFacts& facts, const Verdict& verdict, const
     if (age < flags.guard_age_ns) return keep("a reclamation of its lock is in progress");
     if (auto blocked = guard_blocks(facts, verdict, flags)) return *blocked;
   }
-  if (verdict.pidless) return ownerless(facts, flags, now_ns, RemovalKind::debris, "a " + what + " that");
+  if (verdict.pidless) return ownerless(facts, verdict, flags, now_ns, RemovalKind::debris, "a " + what + " that");
   return proven_dead(verdict, flags, RemovalKind::debris, false);
 }
 

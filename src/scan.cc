@@ -38,9 +38,14 @@ ProcessFacts ProcessCache::own(double pid) {
       ProcessFacts facts;
       facts.pid = pid;
       facts.signal_errno = ESRCH;
+      facts.from_cache = true;
       return facts;
     }
-    if (auto found = other_.find(number); found != other_.end()) return found->second;
+    if (auto found = other_.find(number); found != other_.end()) {
+      ProcessFacts facts = found->second;
+      facts.from_cache = true;
+      return facts;
+    }
   }
 
   ProcessFacts facts = gather_process(system_, pid, nullptr);

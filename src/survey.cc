@@ -65,6 +65,30 @@ bool needs_paused_processes(const EntryFacts& facts, const ClassifyPolicy& polic
 EntryJudge::EntryJudge(System& system, const std::string& directory, const SurveySettings& settings)
     : system_(system), directory_(directory), settings_(with_host(system, directory, settings)) {}
 
+bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy) {
+  if (!detail::has_owner_record(facts.parsed.role) || !facts.owner) return false;
+  const OwnerRead& read = *facts.owner;
+  return read.lock_stat && read.owner_stat &&
+         record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns);
+}
+
+namespace {
+
+/// The possible owners' candidates of `uid` (ClassifyPolicy::runtimes): its processes that
+/// run a recognised runtime, with their start times; this process left out.
+std::optional<std::vector<ProcessInfo>> runtime_candidates(System& system, std::uint32_t uid) {
+  auto found = system.runtime_processes(uid);
+  if (!found) return std::nullopt;
+  std::vector<ProcessInfo> candidates;
+  for (const RuntimeProcess& process : *found) {
+    if (process.pid == system.pid()) continue;
+    if (auto info = system.process_info(process.pid)) candidates.push_back(std::move(*info));
+  }
+  return candidates;
+}
+
+}  // namespace
+
 Judgement EntryJudge::judge(EntryFacts facts, const EntryLabel* label) {
   const SurveySettings* settings = &settings_;
   if (needs_paused_processes(facts, settings_.judge)) {
@@ -73,6 +97,15 @@ Judgement EntryJudge::judge(EntryFacts facts, const EntryLabel* label) {
       with_paused_.judge.paused = system_.paused_processes();
     });
     settings = &with_paused_;
+  }
+  SurveySettings with_owners;
+  if (needs_possible_owners(facts, settings_.judge)) {  // rare: a changed record
+    std::call_once(owners_once_, [&] {
+      runtimes_ = runtime_candidates(system_, settings_.judge.area_uid);
+    });
+    with_owners = *settings;
+    with_owners.judge.runtimes = runtimes_;
+    settings = &with_owners;
   }
   auto [verdict, decision] = judge_entry(facts, *settings, label);
   return Judgement{std::move(facts), std::move(verdict), std::move(decision), label};
@@ -152,8 +185,8 @@ class Survey {
     if (!facts.stat && !facts.kept_changing) return std::nullopt;
     Judgement judged = judge_.judge(std::move(facts), label);
     // A verdict of death is re-confirmed before it is reported (PROTOCOL.md section 10,
-    // "Re-confirmation"): every pid found dead (ESRCH) is probed again, bypassing the
-    // survey's cache (a pid found dead earlier may name a new process by now), and then the
+    // "Re-confirmation"): every pid whose ESRCH came from the survey's cache is probed
+    // again (a pid found dead earlier may name a new process by now), and then the
     // entry must still be the same object with the same owner record (one lstat: Apnea
     // never rewrites a published record). Otherwise it changed under us (a release and a
     // new owner; a candidate removed by its writer just before it exited) and is gathered
@@ -185,10 +218,12 @@ class Survey {
            judged.verdict.proof_class != ProofClass::none;
   }
 
-  /// True when every pid of the record that answered ESRCH answers it again now.
+  /// True when every pid of the record whose ESRCH came from the survey's cache (probed
+  /// for an earlier record) answers ESRCH again now; a pid probed for this record, before
+  /// the re-read that follows, needs no second probe.
   bool still_dead(const EntryFacts& facts) {
     const auto dead_now = [&](const ProcessFacts& process) {
-      return process.signal_errno != ESRCH ||
+      return process.signal_errno != ESRCH || !process.from_cache ||
              system_.signal_probe(static_cast<std::int64_t>(process.pid)) == ESRCH;
     };
     if (facts.process && !dead_now(*facts.process)) return false;

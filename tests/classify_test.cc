@@ -380,3 +380,39 @@ TEST_CASE("shell_word quotes only what needs it") {
   CHECK(shell_word("it's") == "'it'\\''s'");
   CHECK(shell_word("") == "''");
 }
+
+TEST_CASE("record_changed: unchanged since publication only as Apnea publishes a record") {
+  constexpr std::int64_t s = 1'000'000'000, tolerance = 2 * s;
+  const std::int64_t t = 1'700'000'000 * s;
+  FileStat dir, file;
+  dir.birth_ns = t;              // mkdir of the candidate
+  file.birth_ns = t + s / 100;   // owner.json written into it
+  file.ctime_ns = t + s / 50;    // its bytes and fsync
+  dir.ctime_ns = t + s / 10;     // the rename into place
+  CHECK_FALSE(record_changed(dir, file, tolerance));
+  SUBCASE("rewritten or truncated in place later: its ctime leaves its birth") {
+    file.ctime_ns = t + 30 * s;
+    CHECK(record_changed(dir, file, tolerance));
+  }
+  SUBCASE("replaced by rename (sed -i, an editor, rsync): born long after its directory") {
+    file.birth_ns = t + 30 * s;
+    file.ctime_ns = t + 30 * s;
+    dir.ctime_ns = t + 30 * s;
+    CHECK(record_changed(dir, file, tolerance));
+  }
+  SUBCASE("a directory born after its record (restored by a copy tool) is not Apnea's publication") {
+    dir.birth_ns = file.birth_ns + s;
+    CHECK(record_changed(dir, file, tolerance));
+  }
+  SUBCASE("no birth time: only the ctime test, which a change in place still fails") {
+    dir.birth_ns = file.birth_ns = 0;
+    CHECK_FALSE(record_changed(dir, file, tolerance));
+    file.ctime_ns = dir.ctime_ns + 3 * s;
+    CHECK(record_changed(dir, file, tolerance));
+  }
+  SUBCASE("within the tolerance: unchanged") {
+    file.ctime_ns = file.birth_ns + tolerance;
+    dir.ctime_ns = file.ctime_ns;
+    CHECK_FALSE(record_changed(dir, file, tolerance));
+  }
+}

@@ -99,17 +99,21 @@ class StagedSystem : public System {
   }
   SysResult<int> open_read(const std::string& path) override {
     if (!step("open", path)) return dead();
-    return real_.open_read(path);
+    return opened(path, real_.open_read(path));
   }
   SysResult<FileStat> fstat(int fd) override {
     if (!step("fstat", std::to_string(fd))) return dead();
-    return real_.fstat(fd);
+    auto found = open_paths_.find(fd);
+    return found == open_paths_.end() ? real_.fstat(fd) : restated(found->second, real_.fstat(fd));
   }
   SysResult<std::size_t> pread(int fd, std::span<char> buffer, std::int64_t offset) override {
     if (!step("pread", std::to_string(fd))) return dead();
     return real_.pread(fd, buffer, offset);
   }
-  void close(int fd) override { real_.close(fd); }
+  void close(int fd) override {
+    open_paths_.erase(fd);
+    real_.close(fd);
+  }
   SysResult<void> mkdir(const std::string& path, std::uint32_t mode) override {
     if (!step("mkdir", path)) return dead();
     return real_.mkdir(path, mode);
@@ -154,7 +158,7 @@ class StagedSystem : public System {
   }
   SysResult<int> open_directory(const std::string& path) override {
     if (!step("open_directory", path)) return dead();
-    return real_.open_directory(path);
+    return opened(path, real_.open_directory(path));
   }
   SysResult<void> list_directory_at(int fd, const std::function<bool(const DirEntry&)>& visit) override {
     if (!step("list_directory_at", std::to_string(fd))) return dead();
@@ -178,7 +182,7 @@ class StagedSystem : public System {
   /// open_read_in (beneath the descriptor, no symlink in any component).
   SysResult<int> open_read_in(const DirRef& dir, std::string_view relative) override {
     if (!step("open", dir.join(relative))) return dead();
-    return real_.open_read_in(dir, relative);
+    return opened(dir.join(relative), real_.open_read_in(dir, relative));
   }
   SysResult<void> lock_exclusive(int fd) override {
     if (!step("lock_exclusive", std::to_string(fd))) return dead();
@@ -333,6 +337,11 @@ class StagedSystem : public System {
   }
 
  private:
+  /// Remembers which path a descriptor was opened on, so that fstat is restated too.
+  SysResult<int> opened(const std::string& path, SysResult<int> fd) {
+    if (fd) open_paths_[*fd] = path;
+    return fd;
+  }
   SysResult<FileStat> restated(const std::string& path, SysResult<FileStat> stat) {
     if (stat && restat) restat(path, *stat);
     return stat;
@@ -350,6 +359,7 @@ class StagedSystem : public System {
 
   System& real_;
   int steps_ = 0;
+  std::map<int, std::string> open_paths_;  ///< what each open descriptor was opened on
 };
 
 /// What gather_host says about a healthy host: initial namespaces, a complete process table,

@@ -157,6 +157,75 @@ TEST_CASE("re-confirmation: a candidate its writer removed just before exiting i
   CHECK(seen.empty());
 }
 
+TEST_CASE("record-changed: a live holder's record truncated in place is not removed while a possible owner lives") {
+  // Issue 30, case 1: a live holder (pid 20506, a Node process) had its owner.json truncated
+  // in place to {"pid":2050 some time after it was written. 2050 is dead, so the longest
+  // valid prefix "proves" the lock dead; but the record changed after it was published, so
+  // it proves nothing: only --force may remove it, and only with no possible owner alive.
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  const std::string name = fake_lock_name("truncated");
+  const std::string lock = dir + "/" + name;
+  make_entry(dir, name, "{\"pid\":2050");
+  constexpr std::int64_t holder = 20506;
+  ProcessInfo node{'S', holder, ::getuid(), 1, "node /usr/lib/apnea/cli.js sync"};
+  node.pid = holder;
+  node.threads = 1;
+  system.processes[holder] = StagedProcess{0, node};
+  system.staged_runtime = std::vector<RuntimeProcess>{{holder, "/usr/bin/node", "HOME=/root"}};
+  const auto survey_with = [&](bool force) {
+    SurveySettings settings;
+    settings.judge.now_ns = system.now_ns();
+    settings.judge.area_uid = ::getuid();
+    settings.judge.host = healthy_host();
+    settings.flags.force = force;
+    std::vector<std::pair<Verdict, Decision>> seen;
+    LabelIndex labels;
+    REQUIRE(survey_area(system, dir, settings, labels, {}, [&](const JudgedEntry& e) {
+      seen.emplace_back(e.verdict, e.decision);
+    }));
+    REQUIRE(seen.size() == 1);
+    return seen.front();
+  };
+  SUBCASE("changed 30 s after it was written: refused while the Node process lives") {
+    const FileStat real_dir = *system.real().lstat(lock);
+    system.restat = [&](const std::string& path, FileStat& st) {
+      const std::int64_t born = real_dir.ctime_ns - 60'000'000'000;
+      if (path == lock) {
+        st.birth_ns = born;
+        st.ctime_ns = born + 1'000'000;
+      } else if (path == lock + "/owner.json") {
+        st.birth_ns = born + 500'000;
+        st.ctime_ns = born + 30'000'000'000;
+      }
+    };
+    // The survey stats owner.json through its descriptor (fstat): stage that too.
+    const auto [plain, plain_decision] = survey_with(false);
+    CHECK(plain.record_changed);
+    CHECK(plain_decision.action != PlanAction::remove);
+    const auto [forced, forced_decision] = survey_with(true);
+    CHECK(forced.possible_owner.has_value());
+    CHECK(forced_decision.action == PlanAction::refuse);
+    CHECK(forced_decision.why.find("20506") != std::string::npos);
+    // With no process that could have taken it, --force removes it, saying what it trusts.
+    system.staged_runtime = std::vector<RuntimeProcess>{};
+    const auto [alone, alone_decision] = survey_with(true);
+    CHECK(alone_decision.action == PlanAction::remove);
+    CHECK(std::find_if(alone_decision.trusts.begin(), alone_decision.trusts.end(), [](const std::string& t) {
+            return t.find("recognised runtime") != std::string::npos;
+          }) != alone_decision.trusts.end());
+    // And when the process table cannot be read, nothing is shown free of a possible owner.
+    system.staged_runtime.reset();
+  }
+  SUBCASE("unchanged since it was written: its pids decide, as before") {
+    const auto [verdict, decision] = survey_with(true);
+    CHECK_FALSE(verdict.record_changed);
+    CHECK(decision.action == PlanAction::remove);  // 2050 is dead: malformed, --force removes
+  }
+}
+
 namespace {
 
 /// Everything a survey reports of one entry, as text, for comparing two surveys.

@@ -59,7 +59,21 @@ struct ClassifyPolicy {
   /// The paused processes (System::paused_processes), read when an old guard is judged;
   /// nothing when not read or unreadable (then no guard is shown free of a paused holder).
   std::optional<std::vector<ProcessInfo>> paused;
+  /// The possible owners' candidates (PROTOCOL.md section 10): the area uid's processes that
+  /// run a recognised runtime (System::runtime_processes, with process_info's start time),
+  /// read when a changed owner record is judged; nothing when not read or unreadable (then
+  /// no changed record is shown free of a possible owner).
+  std::optional<std::vector<ProcessInfo>> runtimes;
 };
+
+/// True when the owner record of an entry changed after it was published (PROTOCOL.md
+/// section 10, "A damaged record proves nothing about its owner"), from the lock
+/// directory's and owner.json's statx: owner.json's birth time and ctime more than
+/// `tolerance_ns` apart, the directory born more than `tolerance_ns` before owner.json (or
+/// after it), or owner.json's ctime later than the directory's ctime plus `tolerance_ns`.
+/// Where the filesystem gives no birth time, only the last test is made. False when either
+/// stat is missing. Pure.
+bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns);
 
 
 /// The verdict on one entry.
@@ -91,6 +105,13 @@ struct Verdict {
   /// area's uid, started before the guard (or with the clock void).
   std::optional<ProcessInfo> guard_blocker;
   bool guard_checked = false;      ///< the paused processes were read for the guard
+  /// The owner record changed after it was published (record_changed): its proofs are
+  /// evidence at most, and only --force removes it, when no possible owner is alive.
+  bool record_changed = false;
+  /// For a changed record: a live process that could have taken the lock (a recognised
+  /// runtime of the area's uid started no later than 60 s after the lock was made).
+  std::optional<ProcessInfo> possible_owner;
+  bool owners_checked = false;     ///< the possible owners were read for a changed record
   std::vector<std::string> fix_argv;  ///< the one fix command (policy.h); empty when none
   std::string fix;                 ///< fix_argv as a shell command line; empty when none
 };

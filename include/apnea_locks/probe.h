@@ -57,6 +57,9 @@ struct ProcessFacts {
   std::optional<ProcessInfo> info;  ///< the process with this pid in our namespace, when kill did not say ESRCH
   std::vector<ProcessInfo> ns_carriers;  ///< processes whose NSpid holds pid in a field other than the first
   bool namespace_view_read = false;      ///< ns_carriers came from a namespace view
+  /// Answered from a survey's cache (probed earlier for another record), not probed for
+  /// this one: a "dead" answer so given is probed again before it is reported (survey.h).
+  bool from_cache = false;
 };
 
 /// Probes pid (kill when 1 <= pid <= 2^31-1, then /proc); `view` (may be null) is the
