@@ -242,6 +242,7 @@ bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Ve
   const auto& read = *facts.owner;
   if (!read.owner) verdict.failed_check = read.owner.error().reason();
   verdict.pids_unknown = facts.pids_unknown;
+  verdict.truncated_pid = facts.truncated_pid;
   verdict.pidless = !facts.pids_unknown && facts.named.empty() && unnamed_owner(facts) == nullptr;
   verdict.filesystem = policy.host.filesystem;
   if (verdict.pids_unknown || verdict.pidless) {

@@ -118,6 +118,14 @@ std::optional<Decision> unprovable(const EntryFacts& facts, const Verdict& verdi
     return refuse(fmt::format("its owner record cannot be read ({}): it may name a live pid",
                               verdict.failed_check),
                   unreadable_step(facts));
+  if (verdict.truncated_pid)
+    return refuse(fmt::format("its owner record ends inside the digits of a pid ({}...): it names "
+                              "every pid those digits begin, and not all of them can be proven dead",
+                              *verdict.truncated_pid),
+                  fmt::format("check that no process whose pid begins with {} is the Apnea that "
+                              "holds it (ps -e -o pid=,lstart=,args= | grep '^ *{}'), then remove "
+                              "it by hand: rm -r -- {}",
+                              *verdict.truncated_pid, *verdict.truncated_pid, shell_word(facts.path)));
   return std::nullopt;
 }
 

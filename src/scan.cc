@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 
 #include "apnea_locks/owner.h"
 #include "detail/owner.h"
@@ -155,6 +156,14 @@ void name_pids(System& system, const DirRef& dir, EntryFacts& facts, const Owner
   const bool canonical = read.owner && bytes && bytes->find('\\') == std::string::npos &&
                          bytes->find("\"pid\"") == bytes->rfind("\"pid\"");
   std::vector<double> pids = bytes && !canonical ? named_pids(*bytes) : std::vector<double>{};
+  // A rejected record whose text ends inside a run of digits that reads as one of the pids
+  // it names was cut inside that pid: it names every pid those digits begin.
+  if (!read.owner && bytes && !bytes->empty() && bytes->back() >= '0' && bytes->back() <= '9') {
+    const auto start = bytes->find_last_not_of("0123456789") + 1;
+    const std::string digits = bytes->substr(start);
+    const double value = std::strtod(digits.c_str(), nullptr);
+    if (std::find(pids.begin(), pids.end(), value) != pids.end()) facts.truncated_pid = digits;
+  }
   if (read.owner && std::find(pids.begin(), pids.end(), read.owner->pid) == pids.end())
     pids.push_back(read.owner->pid);
   facts.named.reserve(pids.size());

@@ -109,6 +109,15 @@ const std::vector<OwnerCase>& owner_cases() {
            return std::nullopt;
          });
        }},
+      {"a live holder whose record was truncated in place inside its pid ({\"pid\":NNNN)",
+       [](Scratch& s) {
+         return held_by_run(s, s.locks, [](pid_t pid, const std::string& lock) -> std::optional<std::string> {
+           const std::string digits = std::to_string(pid);
+           if (digits.size() < 2) return std::string("the holder's pid has one digit");
+           rewrite_in_place(lock + "/owner.json", "{\"pid\":" + digits.substr(0, digits.size() - 1));
+           return std::nullopt;
+         });
+       }},
       {"a live holder whose record was chmod'ed 0644 (malformed, names it)",
        [](Scratch& s) {
          return held_by_run(s, s.locks, [](pid_t, const std::string& lock) -> std::optional<std::string> {

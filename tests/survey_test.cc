@@ -157,18 +157,18 @@ TEST_CASE("re-confirmation: a candidate its writer removed just before exiting i
   CHECK(seen.empty());
 }
 
-TEST_CASE("record-changed: a live holder's record truncated in place is not removed while a possible owner lives") {
-  // Issue 30, case 1: a live holder (pid 20506, a Node process) had its owner.json truncated
-  // in place to {"pid":2050 some time after it was written. 2050 is dead, so the longest
-  // valid prefix "proves" the lock dead; but the record changed after it was published, so
-  // it proves nothing: only --force may remove it, and only with no possible owner alive.
+TEST_CASE("record-changed: a live holder's record rewritten in place is not removed while a possible owner lives") {
+  // Issue 30, case 1: a live holder (pid 20506, a Node process) had its owner.json
+  // rewritten in place some time after it was written, now naming pid 2050, which is dead.
+  // The record changed after it was published, so it proves nothing: only --force may
+  // remove it, and only with no possible owner alive.
   TempDir temp;
   StagedSystem system;
   const std::string dir = temp / "locks";
   make_dir(dir);
   const std::string name = fake_lock_name("truncated");
   const std::string lock = dir + "/" + name;
-  make_entry(dir, name, "{\"pid\":2050");
+  make_entry(dir, name, owner_json(2050, "rewritten"));
   constexpr std::int64_t holder = 20506;
   ProcessInfo node{'S', holder, ::getuid(), 1, "node /usr/lib/apnea/cli.js sync"};
   node.pid = holder;
@@ -219,10 +219,37 @@ TEST_CASE("record-changed: a live holder's record truncated in place is not remo
     // And when the process table cannot be read, nothing is shown free of a possible owner.
     system.staged_runtime.reset();
   }
-  SUBCASE("unchanged since it was written: its pids decide, as before") {
-    const auto [verdict, decision] = survey_with(true);
+  SUBCASE("unchanged since it was written: its pid decides, as before") {
+    const auto [verdict, decision] = survey_with(false);
     CHECK_FALSE(verdict.record_changed);
-    CHECK(decision.action == PlanAction::remove);  // 2050 is dead: malformed, --force removes
+    CHECK(decision.action == PlanAction::remove);  // 2050 is dead, for certain
+  }
+}
+
+TEST_CASE("a record truncated inside a pid names every pid those digits begin: never removed on a proof") {
+  // {"pid":2050 may have been {"pid":20506 (alive, or not probed at all): whatever 2050
+  // itself says, no flag removes it on a proof of death.
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  make_entry(dir, fake_lock_name("cut"), "{\"pid\":2050");
+  for (const bool force : {false, true}) {
+    CAPTURE(force);
+    SurveySettings settings;
+    settings.judge.now_ns = system.now_ns();
+    settings.judge.area_uid = ::getuid();
+    settings.judge.host = healthy_host();
+    settings.flags.force = force;
+    LabelIndex labels;
+    int seen = 0;
+    REQUIRE(survey_area(system, dir, settings, labels, {}, [&](const JudgedEntry& e) {
+      ++seen;
+      CHECK(e.verdict.truncated_pid == std::optional<std::string>("2050"));
+      CHECK(e.decision.action == PlanAction::refuse);
+      CHECK(e.verdict.fix_argv.empty());
+    }));
+    CHECK(seen == 1);
   }
 }
 

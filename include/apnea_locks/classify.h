@@ -99,6 +99,9 @@ struct Verdict {
   std::string failed_check;        ///< Apnea's failed acceptance check, when malformed
   bool pidless = false;            ///< the record names no pid at all (empty, binary, none)
   bool pids_unknown = false;       ///< the record could not be read: its pids are unknown
+  /// The digits a truncated record ends inside (EntryFacts::truncated_pid): it names every
+  /// pid they begin, so it is never removed on a proof of death.
+  std::optional<std::string> truncated_pid;
   std::string filesystem;          ///< the area's filesystem type (host facts)
   std::optional<std::int64_t> guard_age_ns;  ///< a lock's or tombstone's guard: now - mtime
   /// A paused process that may hold the (old) guard: stopped, traced or frozen, of the

@@ -29,6 +29,10 @@ struct EntryFacts {
   /// The record's bytes could not be read (unreadable, not a regular file, a symlink, too
   /// large to scan): the pids it names are unknown, so it may name a live one.
   bool pids_unknown = false;
+  /// The malformed record's text ends inside the digits of a pid it names (`{"pid":2050`,
+  /// truncated): it names every pid those digits begin (20506 too), and not all of them
+  /// are probed, so its writer is never proven dead (PROTOCOL.md section 10).
+  std::optional<std::string> truncated_pid;
   /// When the record was written (owner.json's mtime), for the clock proofs; 0 unknown.
   std::int64_t written_ns = 0;
   /// For a lock or a tombstone: lstat of `<lock>.reclaim` if it exists.
