@@ -80,6 +80,8 @@ DeathProof certain_exclusion(const ProcessInfo& carrier, std::int64_t carrier_pi
   // while its other threads run, and an unknown thread count (0) proves nothing.
   if ((carrier.state == 'Z' || carrier.state == 'X') && carrier.threads == 1)
     return DeathProof::zombie;
+  // A kernel thread runs no user program: whatever its uid (root's), it is not the writer.
+  if (carrier.kernel_thread) return DeathProof::pid_is_kernel_thread;
   // Another account by every uid it could have written with. Root's area (a root writer may
   // have dropped privileges since) and idmapped mounts (the file's uid is translated) make
   // the difference meaningless.
@@ -322,6 +324,7 @@ std::string_view proof_name(DeathProof proof) {
     case DeathProof::zombie: return "zombie";
     case DeathProof::pid_other_uid: return "pid-other-uid";
     case DeathProof::pid_is_thread: return "pid-is-thread";
+    case DeathProof::pid_is_kernel_thread: return "pid-is-kernel-thread";
     case DeathProof::pid_reused: return "pid-reused";
     case DeathProof::predates_boot: return "predates-boot";
   }

@@ -171,6 +171,7 @@ std::optional<ProcessInfo> read_process(std::string_view root, std::int64_t pid,
   }
   ProcessInfo info;
   info.state = stat->state;
+  info.kernel_thread = stat->flags && (*stat->flags & kernel_thread_flag) != 0;
   static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
   info.start_time_ns = boot_time_ns + *stat->start_ticks * (1'000'000'000 / ticks_per_second);
   info.pid = pid;

@@ -107,6 +107,18 @@ TEST_CASE("judge_death: each proof from the facts, on a healthy host") {
   CHECK(judge(thread).reason == DeathProof::pid_is_thread);
   CHECK(judge(thread).proof == ProofClass::certain);
 
+  // A kernel thread (PF_KTHREAD, e.g. kthreadd at pid 2) is never the writer, even in root's
+  // area where its uid 0 proves nothing: {"pid":2} is a dead lock, for certain.
+  ProcessFacts kthread = owner;
+  kthread.info->kernel_thread = true;
+  kthread.info->uids = {0, 0, 0, 0};
+  for (const std::uint32_t uid : {area_uid, std::uint32_t{0}}) {
+    CAPTURE(uid);
+    CHECK(judge(kthread, host, uid).reason == DeathProof::pid_is_kernel_thread);
+    CHECK(judge(kthread, host, uid).proof == ProofClass::certain);
+  }
+  CHECK(proof_name(DeathProof::pid_is_kernel_thread) == "pid-is-kernel-thread");
+
   ProcessFacts reused = alive_process(100, area_uid, written + 3 * second);
   DeathJudgement clock = judge(reused);
   CHECK(clock.reason == DeathProof::pid_reused);

@@ -180,6 +180,7 @@ TEST_CASE("a kernel thread: PF_KTHREAD, no command line, never paused") {
   auto info = tree.read(9);
   REQUIRE(info);
   CHECK(info->command == "[kworker/0:1-events]");
+  CHECK(info->kernel_thread);
 
   // Stopped, a kernel thread is passed over; a user process calling itself one is not.
   tree.process(10, stat_line(10, "kthreadd", 'T', 12, kthread),
@@ -190,6 +191,8 @@ TEST_CASE("a kernel thread: PF_KTHREAD, no command line, never paused") {
   REQUIRE(paused);
   CHECK(pids_of(*paused) == std::vector<std::int64_t>{11});
   CHECK(paused->front().command == "[kworker/1:0]");
+  // A user process whose name says kworker is no kernel thread: only the flag tells.
+  CHECK_FALSE(tree.read(11)->kernel_thread);
 }
 
 TEST_CASE("a zombie: state Z, its last thread, its name bracketed") {

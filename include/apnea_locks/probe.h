@@ -78,6 +78,7 @@ enum class DeathProof {
   zombie,            ///< exited, the last of its thread group, waiting to be reaped
   pid_other_uid,     ///< the number now belongs to another account (all four uids)
   pid_is_thread,     ///< the number now names a non-leader thread
+  pid_is_kernel_thread,  ///< the number now names a kernel thread (PF_KTHREAD), never Apnea
   pid_reused,        ///< started after the owner record was written (clock-based)
   predates_boot,     ///< the owner record was written before the last boot (clock-based)
 };

@@ -83,6 +83,8 @@ struct ProcessInfo {
   /// The `NSpid:` fields: its pid in each PID namespace it belongs to, ours first, its own
   /// last. Empty when unknown (kernels before 4.1 have no `NSpid:`).
   std::vector<std::int64_t> nspid{};
+  /// PF_KTHREAD is set in its stat flags: a kernel thread, which no user program runs as.
+  bool kernel_thread = false;
 };
 
 /// A process that runs a recognised runtime (PROTOCOL.md section 10: Node, Bun, Deno,

@@ -93,6 +93,8 @@ std::string_view proof_explanation(DeathProof proof) {
       return "the pid now belongs to another account, so it was recycled";
     case DeathProof::pid_is_thread:
       return "the pid now names a thread of another process, so it was recycled";
+    case DeathProof::pid_is_kernel_thread:
+      return "the pid now names a kernel thread, which no Apnea can be, so it was recycled";
     case DeathProof::pid_reused:
       return "the process started after owner.json was written (clock-based: reclaim needs --force)";
     case DeathProof::predates_boot:
