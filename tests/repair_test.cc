@@ -54,6 +54,13 @@ struct Area {
     return execute_repair(system, scanned, decision, policy);
   }
   bool exists(const std::string& path) { return system.real().lstat(path).has_value(); }
+  /// Makes this area's lock's reclaim guard, left an hour ago; returns its name.
+  std::string old_guard() {
+    const std::string name = lock_name + ".reclaim";
+    make_dir(dir + "/" + name);
+    age_path(dir + "/" + name, 3600);
+    return name;
+  }
   std::vector<std::string> entries() {
     std::vector<std::string> names;
     (void)system.real().list_directory(dir, [&](const DirEntry& e) {
@@ -344,10 +351,8 @@ TEST_CASE("race: a guard re-made with the removed guard's inode number is not re
   for (const bool has_birth : {true, false}) {
     CAPTURE(has_birth);
     Area a;
-    const std::string guard_name = a.lock_name + ".reclaim";
+    const std::string guard_name = a.old_guard();
     const std::string guard = a.dir + "/" + guard_name;
-    make_dir(guard);
-    age_path(guard, 3600);
     if (!has_birth)
       a.system.restat = [&](const std::string&, FileStat& st) { st.birth_ns = 0; };
     auto [judged, decision] = a.plan(guard_name, true);
@@ -380,10 +385,8 @@ TEST_CASE("race: a guard whose holder is paused after the judgement is re-decide
   // rename. Only the re-decision under the flock (the paused processes read again) sees
   // it; deleting redecide() from carry_out's guard case turns this red.
   Area a;
-  const std::string guard_name = a.lock_name + ".reclaim";
+  const std::string guard_name = a.old_guard();
   const std::string guard = a.dir + "/" + guard_name;
-  make_dir(guard);
-  age_path(guard, 3600);
   auto [judged, decision] = a.plan(guard_name, true);
   REQUIRE(decision.action == PlanAction::remove);
   REQUIRE(decision.removal == RemovalKind::guard);
@@ -405,10 +408,8 @@ TEST_CASE("race: a guard whose holder is paused after the judgement is re-decide
 
 TEST_CASE("a leftover guard is removed with --force; a guard that is not empty is not") {
   Area a;
-  const std::string guard_name = a.lock_name + ".reclaim";
+  const std::string guard_name = a.old_guard();
   const std::string guard = a.dir + "/" + guard_name;
-  make_dir(guard);
-  age_path(guard, 3600);
   CHECK(a.reclaim(guard_name, false).outcome == RepairOutcome::refused);
   SUBCASE("empty: removed") {
     CHECK(a.reclaim(guard_name, true).outcome == RepairOutcome::removed);
@@ -446,10 +447,8 @@ TEST_CASE("race: two reclaims removing one leftover guard never remove the guard
   // guard and saw it by lstat; reclaim A removed it, and a reclamation took a new guard;
   // B's rmdir, by path, then removed that new guard while its holder worked under it.
   Area a;
-  const std::string guard_name = a.lock_name + ".reclaim";
+  const std::string guard_name = a.old_guard();
   const std::string guard = a.dir + "/" + guard_name;
-  make_dir(guard);
-  age_path(guard, 3600);
   auto [scanned, decision] = a.plan(guard_name, true);
   REQUIRE(decision.action == PlanAction::remove);
   REQUIRE(decision.removal == RemovalKind::guard);

@@ -47,6 +47,21 @@ std::vector<Seen> survey(StagedSystem& system, const std::string& dir, bool forc
   return seen;
 }
 
+/// The verdicts and decisions of one survey of `dir` (reclaim's flags: `force`), in order.
+std::vector<std::pair<Verdict, Decision>> judged(StagedSystem& system, const std::string& dir, bool force) {
+  SurveySettings settings;
+  settings.judge.now_ns = system.now_ns();
+  settings.judge.area_uid = ::getuid();
+  settings.judge.host = healthy_host();
+  settings.flags.force = force;
+  std::vector<std::pair<Verdict, Decision>> seen;
+  LabelIndex labels;
+  REQUIRE(survey_area(system, dir, settings, labels, {}, [&](const JudgedEntry& e) {
+    seen.emplace_back(e.verdict, e.decision);
+  }));
+  return seen;
+}
+
 }  // namespace
 
 TEST_CASE("no transient false stale: an owner released and replaced under the probe is read again") {
@@ -176,16 +191,7 @@ TEST_CASE("record-changed: a live holder's record rewritten in place is not remo
   system.processes[holder] = StagedProcess{0, node};
   system.staged_runtime = std::vector<RuntimeProcess>{{holder, "/usr/bin/node", "HOME=/root"}};
   const auto survey_with = [&](bool force) {
-    SurveySettings settings;
-    settings.judge.now_ns = system.now_ns();
-    settings.judge.area_uid = ::getuid();
-    settings.judge.host = healthy_host();
-    settings.flags.force = force;
-    std::vector<std::pair<Verdict, Decision>> seen;
-    LabelIndex labels;
-    REQUIRE(survey_area(system, dir, settings, labels, {}, [&](const JudgedEntry& e) {
-      seen.emplace_back(e.verdict, e.decision);
-    }));
+    const auto seen = judged(system, dir, force);
     REQUIRE(seen.size() == 1);
     return seen.front();
   };
@@ -236,20 +242,12 @@ TEST_CASE("a record truncated inside a pid names every pid those digits begin: n
   make_entry(dir, fake_lock_name("cut"), "{\"pid\":2050");
   for (const bool force : {false, true}) {
     CAPTURE(force);
-    SurveySettings settings;
-    settings.judge.now_ns = system.now_ns();
-    settings.judge.area_uid = ::getuid();
-    settings.judge.host = healthy_host();
-    settings.flags.force = force;
-    LabelIndex labels;
-    int seen = 0;
-    REQUIRE(survey_area(system, dir, settings, labels, {}, [&](const JudgedEntry& e) {
-      ++seen;
-      CHECK(e.verdict.truncated_pid == std::optional<std::string>("2050"));
-      CHECK(e.decision.action == PlanAction::refuse);
-      CHECK(e.verdict.fix_argv.empty());
-    }));
-    CHECK(seen == 1);
+    const auto seen = judged(system, dir, force);
+    REQUIRE(seen.size() == 1);
+    const auto& [verdict, decision] = seen.front();
+    CHECK(verdict.truncated_pid == std::optional<std::string>("2050"));
+    CHECK(decision.action == PlanAction::refuse);
+    CHECK(verdict.fix_argv.empty());
   }
 }
 

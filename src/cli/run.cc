@@ -444,11 +444,12 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
 /// Other areas (PROTOCOL.md section 10): an Apnea of this account whose environment names
 /// another temp directory (TMPDIR set in a shell, not for the desktop session) locks the
 /// same repository under another area. While the same lock is held there by an owner not
-/// proven dead, run is refused as by a live owner, naming that lock.
-std::optional<LockError> held_elsewhere(System& system, const LockTarget& target) {
-  const std::string directory = node_dirname(target.lock_path);
+/// proven dead, run is refused as by a live owner, naming that lock. `areas` is
+/// other_lock_areas, read once per run (one walk of /proc), not once per attempt.
+std::optional<LockError> held_elsewhere(System& system, const LockTarget& target,
+                                        const std::vector<std::string>& areas) {
   const std::string name = target.lock_path.substr(target.lock_path.rfind('/') + 1);
-  for (const std::string& area : other_lock_areas(system, system.uid(), directory)) {
+  for (const std::string& area : areas) {
     if (!check_area(system, area, system.uid(), true).safe()) continue;  // never read through it
     const SurveySettings settings = survey_settings(system, area, default_reuse_tolerance_ns,
                                                     default_guard_age_ns, false);
@@ -496,13 +497,16 @@ Acquired acquire_for_run(System& system, const LockTarget& target, const RunOpti
   const bool waits = options.wait.has_value() || (!options.nonblock && once.wait_while_live);
   once.wait_while_live = false;
   once.audit_takeover = true;  // the system log records a dead owner's lock taken over
+  const std::vector<std::string> other_areas =
+      other_lock_areas(system, system.uid(), node_dirname(target.lock_path));
   std::optional<steady_clock::time_point> deadline;
   if (options.wait) deadline = steady_clock::now() + *options.wait;
   nanoseconds delay = first_delay;
   bool announced = false;
   for (;;) {
     auto held = [&]() -> LockResult<HeldLock> {
-      if (auto elsewhere = held_elsewhere(system, target)) return std::unexpected(*elsewhere);
+      if (auto elsewhere = held_elsewhere(system, target, other_areas))
+        return std::unexpected(*elsewhere);
       return acquire(system, target, once);
     }();
     if (held) return std::move(*held);
