@@ -174,23 +174,38 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
   return reason;
 }
 
-/// The reclaim guard of a lock (or the guard entry itself) as a paused process may hold it:
-/// the first paused process of the area's uid started before the guard was made.
+/// True when proof 4's test shows `process` to run as another account than the area's and
+/// it is not root's (root may run Apnea for any account).
+bool another_accounts(const ProcessInfo& process, const ClassifyPolicy& policy) {
+  if (!process.uids_known || policy.area_uid == 0 || policy.host.idmapped) return false;
+  return std::ranges::none_of(process.uids, [&](std::uint32_t uid) {
+    return uid == policy.area_uid || uid == 0;
+  });
+}
+
+/// The reclaim guard of a lock (or the guard entry itself) as a paused process may hold it
+/// (PROTOCOL.md section 10, the guard row): the first paused process not shown to be
+/// another account's that started no later than 60 s after the guard's ctime (every one
+/// when the clock is void or its start time is unknown).
 void judge_guard_holder(const FileStat& guard, const ClassifyPolicy& policy, Verdict& verdict) {
   verdict.guard_checked = policy.paused.has_value();
   if (!policy.paused) return;
+  constexpr std::int64_t minute_ns = 60'000'000'000;
   const bool clock_trusted = !policy.host.clock_void();
   for (const ProcessInfo& process : *policy.paused) {
-    const bool same_uid = process.uids_known
-        ? std::find(process.uids.begin(), process.uids.end(), policy.area_uid) != process.uids.end()
-        : process.uid == policy.area_uid;
-    if (!same_uid) continue;
+    if (process.kernel_thread || another_accounts(process, policy)) continue;
     // ctime, not mtime: an mtime can be set back, a ctime only moves forward.
-    const bool before = !clock_trusted || process.start_time_ns <= 0 || process.start_time_ns <= guard.ctime_ns;
-    if (!before) continue;
+    if (clock_trusted && process.start_time_ns > 0 && process.start_time_ns > guard.ctime_ns + minute_ns)
+      continue;
     verdict.guard_blocker = process;
     return;
   }
+}
+
+/// Whether a guard of age `age_ns` is left over. What it shows, by the clock as it is; the
+/// removal rule (policy.h) also asks that the clock is not void.
+bool guard_old(std::int64_t age_ns, const ClassifyPolicy& policy) {
+  return age_ns >= policy.guard_threshold_ns;
 }
 
 bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict);
@@ -262,10 +277,8 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
     return;
   }
   if (facts.guard) {
-    const std::int64_t guard_age = policy.now_ns - facts.guard->mtime_ns;
-    verdict.guard_age_ns = guard_age;
-    verdict.guard = guard_age < policy.guard_threshold_ns ? GuardState::in_flight
-                                                          : GuardState::leftover;
+    verdict.guard_age_ns = guard_age(*facts.guard, policy.now_ns);
+    verdict.guard = guard_old(*verdict.guard_age_ns, policy) ? GuardState::leftover : GuardState::in_flight;
     if (verdict.guard == GuardState::leftover) judge_guard_holder(*facts.guard, policy, verdict);
   }
   const auto& read = *facts.owner;
@@ -315,8 +328,8 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
 /// a record naming no pid is younger than the guard age (by ctime).
 void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
   if (facts.guard) {
-    verdict.guard_age_ns = policy.now_ns - facts.guard->mtime_ns;
-    if (*verdict.guard_age_ns >= policy.guard_threshold_ns) judge_guard_holder(*facts.guard, policy, verdict);
+    verdict.guard_age_ns = guard_age(*facts.guard, policy.now_ns);
+    if (guard_old(*verdict.guard_age_ns, policy)) judge_guard_holder(*facts.guard, policy, verdict);
   }
   const bool dead = judge_record(facts, policy, verdict);
   bool gone = dead;
@@ -334,7 +347,8 @@ void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, V
 }
 
 void classify_guard(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
-  if (verdict.age_ns && *verdict.age_ns < policy.guard_threshold_ns) {
+  if (facts.stat) verdict.guard_age_ns = guard_age(*facts.stat, policy.now_ns);
+  if (verdict.guard_age_ns && !guard_old(*verdict.guard_age_ns, policy)) {
     verdict.state = EntryState::in_flight;
     verdict.reason = "guard-recent";
     return;
@@ -347,6 +361,10 @@ void classify_guard(const EntryFacts& facts, const ClassifyPolicy& policy, Verdi
 }
 
 }  // namespace
+
+std::int64_t guard_age(const FileStat& guard, std::int64_t now_ns) {
+  return now_ns - guard.mtime_ns;
+}
 
 bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns) {
   if (owner_file.ctime_ns > directory.ctime_ns + tolerance_ns) return true;
@@ -364,6 +382,7 @@ Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const En
   verdict.role = facts.parsed.role;
   verdict.age_ns = age_of(facts.stat, policy.now_ns);
   verdict.filesystem = policy.host.filesystem;
+  verdict.clock_void_why = policy.host.why_clock_void();
   verdict.death.remote_filesystem = !policy.host.local_filesystem;
   const bool has_owner_record = facts.parsed.role == EntryRole::lock ||
                                 facts.parsed.role == EntryRole::candidate ||

@@ -49,6 +49,18 @@ Decision remove(RemovalKind kind, std::string why, std::vector<std::string> trus
 
 std::string seconds_text(std::int64_t ns) { return fmt::format("{}s", ns / 1'000'000'000); }
 
+/// Whether an entry unchanged for `age` is older than --guard-age: never while the clock is
+/// void (PROTOCOL.md section 9).
+bool older_than_guard_age(const Verdict& verdict, std::int64_t age, const RemovalFlags& flags) {
+  return verdict.clock_void_why.empty() && age >= flags.guard_age_ns;
+}
+
+/// What a refusal adds when the clock is void: "" when it is not.
+std::string void_clock_note(const Verdict& verdict) {
+  if (verdict.clock_void_why.empty()) return {};
+  return fmt::format("; the clock is void ({}), so no age counts as old enough", verdict.clock_void_why);
+}
+
 /// "pid 42 (node apnea, uid 1000, started ...)" for a carrier that may be the writer.
 std::string carrier_text(const ProcessInfo& info) {
   std::string text = fmt::format("pid {}", info.pid);
@@ -195,17 +207,17 @@ Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const Remova
   if (facts.owner && facts.owner->owner_stat)
     changed = std::max(changed, facts.owner->owner_stat->ctime_ns);
   const std::int64_t age = now_ns - changed;
-  const bool young = age < flags.guard_age_ns;
+  const bool young = !older_than_guard_age(verdict, age, flags);
   // A candidate or tombstone that young may be being written or removed right now; a lock
   // is published whole, so it is malformed at any age, but only old enough to be removed.
   if (young && kind == RemovalKind::debris)
     return keep(fmt::format("{} names no pid and changed {} ago: it may be being written; "
                             "it is abandoned after --guard-age {}",
                             what, seconds_text(std::max<std::int64_t>(age, 0)),
-                            seconds_text(flags.guard_age_ns)));
+                            seconds_text(flags.guard_age_ns)) + void_clock_note(verdict));
   if (!flags.force || young)
-    return refuse(fmt::format("{} names no pid (no writer to prove dead) and changed {} ago", what,
-                              seconds_text(std::max<std::int64_t>(age, 0))),
+    return refuse(fmt::format("{} names no pid (no writer to prove dead) and changed {} ago{}", what,
+                              seconds_text(std::max<std::int64_t>(age, 0)), void_clock_note(verdict)),
                   fmt::format("reclaim --force removes it once it is older than --guard-age {}",
                               seconds_text(flags.guard_age_ns)));
   if (auto blocked = changed_record_blocks(verdict, flags)) return *blocked;
@@ -215,31 +227,72 @@ Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const Remova
                 std::move(trusts));
 }
 
+/// How to unblock a guard held, maybe, by the paused process `holder`.
+std::string unpause_step(const ProcessInfo& holder) {
+  const std::int64_t pid = holder.pid;
+  switch (holder.pause) {
+    case Pause::stopped:
+      return fmt::format("let pid {0} go on (kill -CONT {0}) or end it (kill {0}; kill -CONT {0}), "
+                         "then run again", pid);
+    case Pause::traced:
+      return holder.tracer_pid != 0
+          ? fmt::format("detach the tracer of pid {} (pid {}: quit the debugger or strace), then "
+                        "run again", pid, holder.tracer_pid)
+          : fmt::format("detach the tracer of pid {} (TracerPid in /proc/{}/status), then run "
+                        "again", pid, pid);
+    case Pause::disk_sleep:
+      return fmt::format("wait until pid {} leaves uninterruptible sleep (state D: its I/O is "
+                         "stuck), then run again", pid);
+    case Pause::frozen:
+      return fmt::format("thaw its cgroup {} (systemctl thaw UNIT, or write 0 to cgroup.freeze; "
+                         "THAWED to freezer.state for a v1 freezer), then run again",
+                         holder.frozen_cgroup.empty() ? std::string("(see /proc/" + std::to_string(pid) + "/cgroup)")
+                                                      : holder.frozen_cgroup);
+    case Pause::inspector:
+      return fmt::format("let pid {0} go on in its debugger, or end it (kill {0}), then run again", pid);
+    case Pause::unreadable:
+      return fmt::format("check pid {0} by hand as root (ps -o pid,stat,lstart,args -p {0}; "
+                         "/proc/{0}/cgroup), then run again as root", pid);
+    case Pause::none: break;
+  }
+  return fmt::format("end pid {0} (kill {0}) or wait for it to exit, then run again", pid);
+}
+
 Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags) {
   if (verdict.state == EntryState::free) return keep("it is gone");
-  const std::int64_t age = verdict.age_ns.value_or(0);
-  if (age < flags.guard_age_ns)
+  const std::int64_t age = verdict.guard_age_ns.value_or(verdict.age_ns.value_or(0));
+  // While the clock is void no age is old enough: refused after what else blocks it.
+  const auto void_refusal = [&] {
+    return refuse(fmt::format("the guard changed {} ago by the clock{}",
+                              seconds_text(std::max<std::int64_t>(age, 0)), void_clock_note(verdict)),
+                  fmt::format("check that no Apnea process of this account runs (ps -u "
+                              "\"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {}",
+                              shell_word(facts.path)));
+  };
+  if (age < flags.guard_age_ns) {
+    if (!verdict.clock_void_why.empty()) return void_refusal();
     return keep(fmt::format("the guard is {} old, younger than --guard-age {}: a reclamation may "
                             "be running (if its lock is there and dead, Apnea is refused until "
                             "the guard goes: see that lock)",
                             seconds_text(std::max<std::int64_t>(age, 0)),
                             seconds_text(flags.guard_age_ns)));
+  }
   if (verdict.death.remote_filesystem)
     return refuse(fmt::format("the lock area is on a {} filesystem: its holder may run on another "
                               "machine",
                               verdict.filesystem),
                   remote_step(facts));
   if (verdict.guard_blocker)
-    return refuse(fmt::format("{} is paused (stopped, traced or frozen) and may hold this guard "
-                              "between its token check and its rename",
-                              carrier_text(*verdict.guard_blocker)),
-                  fmt::format("resume or stop pid {} (kill -CONT {} or kill {}), then run again",
-                              verdict.guard_blocker->pid, verdict.guard_blocker->pid,
-                              verdict.guard_blocker->pid));
+    return refuse(fmt::format("{} may be paused ({}) and may hold this guard between its token "
+                              "check and its rename",
+                              carrier_text(*verdict.guard_blocker),
+                              pause_name(verdict.guard_blocker->pause)),
+                  unpause_step(*verdict.guard_blocker));
   if (!verdict.guard_checked)
     return refuse("the process table could not be read to rule out a paused guard holder",
                   fmt::format("check that no Apnea process is stopped, then rmdir -- {}",
                               shell_word(facts.path)));
+  if (!older_than_guard_age(verdict, age, flags)) return void_refusal();
   if (!flags.force)
     return refuse(fmt::format("a reclaim guard left for {}: its holder crashed", seconds_text(age)),
                   "needs --force");
@@ -257,12 +310,18 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
   if (age < flags.guard_age_ns)
     return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {} ({} old): Apnea is "
                               "refused until it is gone; a working guard lives for milliseconds, "
-                              "so one still there was most likely left by a crash",
-                              reclaim_guard_path(facts.path), seconds_text(std::max<std::int64_t>(age, 0))),
-                  fmt::format("run reclaim --force again once the guard is older than --guard-age "
-                              "{} (in {}): it removes the guard, then the lock",
-                              seconds_text(flags.guard_age_ns),
-                              seconds_text(std::max<std::int64_t>(flags.guard_age_ns - age, 0))));
+                              "so one still there was most likely left by a crash{}",
+                              reclaim_guard_path(facts.path), seconds_text(std::max<std::int64_t>(age, 0)),
+                              void_clock_note(verdict)),
+                  verdict.clock_void_why.empty()
+                      ? fmt::format("run reclaim --force again once the guard is older than "
+                                    "--guard-age {} (in {}): it removes the guard, then the lock",
+                                    seconds_text(flags.guard_age_ns),
+                                    seconds_text(std::max<std::int64_t>(flags.guard_age_ns - age, 0)))
+                      : fmt::format("check that no Apnea process of this account runs (ps -u "
+                                    "\"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {} and run "
+                                    "reclaim again",
+                                    shell_word(reclaim_guard_path(facts.path))));
   EntryFacts guard;
   guard.name = reclaim_guard_path(facts.name);
   guard.path = reclaim_guard_path(facts.path);
@@ -271,6 +330,8 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
   guard_verdict.role = EntryRole::reclaim_guard;
   guard_verdict.state = EntryState::leftover;
   guard_verdict.age_ns = age;
+  guard_verdict.guard_age_ns = age;
+  guard_verdict.clock_void_why = verdict.clock_void_why;
   guard_verdict.guard_blocker = verdict.guard_blocker;
   guard_verdict.guard_checked = verdict.guard_checked;
   guard_verdict.death.remote_filesystem = verdict.death.remote_filesystem;
@@ -319,7 +380,8 @@ Decision decide_transient(const EntryFacts& facts, const Verdict& verdict, const
   // at work; a leftover one goes first only when this run removes it.
   if (facts.guard) {
     const std::int64_t age = verdict.guard_age_ns.value_or(0);
-    if (age < flags.guard_age_ns) return keep("a reclamation of its lock is in progress");
+    if (!older_than_guard_age(verdict, age, flags))
+      return keep("a reclamation of its lock is in progress" + void_clock_note(verdict));
     if (auto blocked = guard_blocks(facts, verdict, flags)) return *blocked;
   }
   if (verdict.pidless) return ownerless(facts, verdict, flags, now_ns, RemovalKind::debris, "a " + what + " that");

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "detail/probe.h"
 #include "detail/split.h"
 
@@ -59,6 +61,7 @@ std::optional<MountEntry> parse_mount_line(std::string_view line) {
   if (dash == fields.end() || fields.end() - dash != 4) return std::nullopt;
   MountEntry entry;
   if (!parse_device(fields[2], entry.major, entry.minor)) return std::nullopt;
+  entry.root = std::string(fields[3]);
   entry.mount_point = std::string(fields[4]);
   entry.mount_options = std::string(fields[5]);
   entry.fstype = std::string(dash[1]);
@@ -120,10 +123,17 @@ std::string_view proof_class_name(ProofClass c) {
   return "none";
 }
 
-bool HostFacts::clock_void() const {
-  if (!dev_birth_ns || boot_time_ns <= 0) return true;
+bool HostFacts::clock_void() const { return !why_clock_void().empty(); }
+
+std::string HostFacts::why_clock_void() const {
+  if (other_time_namespace) return "apnea-locks runs in a time namespace of its own";
+  if (boot_time_ns <= 0) return "the boot time (btime) is unknown";
+  if (!dev_birth_ns) return "/dev has no birth time to check the boot time against";
   const std::int64_t gap = boot_time_ns - *dev_birth_ns;
-  return gap > clock_step_limit_ns || gap < -clock_step_limit_ns;
+  if (gap > clock_step_limit_ns || gap < -clock_step_limit_ns)
+    return fmt::format("the wall clock stepped {} s since boot (btime and /dev's birth differ)",
+                       gap / 1'000'000'000);
+  return {};
 }
 
 bool HostFacts::can_be_certain() const {
@@ -254,6 +264,8 @@ HostFacts gather(System& system, const std::string& area_directory,
   };
   host.initial_pid_namespace = system.namespace_inode("pid") == initial_pid_namespace_inode;
   host.initial_user_namespace = system.namespace_inode("user") == initial_user_namespace_inode;
+  const std::optional<std::uint64_t> time_namespace = system.namespace_inode("time");
+  host.other_time_namespace = time_namespace && *time_namespace != detail::initial_time_namespace_inode;
   host.process_table_complete =
       system.euid() == 0 || !proc_options_hide_processes(proc_super_options(mounts()));
   if (auto magic = system.filesystem_magic(area_directory)) {

@@ -101,37 +101,229 @@ bool for_each_process(std::string_view root, const std::function<void(std::int64
   return true;
 }
 
-/// Whether each cgroup file read by in_frozen_cgroup said frozen, within one look at the
-/// process table (processes share cgroups: each file is read once).
-using FrozenFiles = std::unordered_map<std::string, bool>;
-
-/// True when `pid` is in a frozen cgroup: cgroup v2 `cgroup.freeze` holding 1, or the v1
-/// freezer's state FROZEN.
-bool in_frozen_cgroup(std::string_view root, std::string_view cgroup_root, std::int64_t pid,
-                      FrozenFiles& files) {
-  auto frozen = [&](std::string file, std::string_view mark) {
-    auto [at, added] = files.try_emplace(std::move(file), false);
-    if (added) at->second = read_small_file(at->first).starts_with(mark);
-    return at->second;
-  };
-  const std::string groups = read_small_file(process_path(root, pid, "/cgroup"));
-  for (const std::string_view line : split_parts(groups, '\n')) {
-    const std::size_t colon = line.find(':');
-    const std::size_t second = colon == std::string_view::npos ? colon : line.find(':', colon + 1);
-    if (second == std::string_view::npos) continue;
-    const std::string_view controllers = line.substr(colon + 1, second - colon - 1);
-    const std::string group(line.substr(second + 1));
-    if (group.find("..") != std::string::npos) continue;
-    if (controllers.empty()) {
-      if (frozen(std::string(cgroup_root) + group + "/cgroup.freeze", "1")) return true;
-    } else if (controllers.find("freezer") != std::string_view::npos) {
-      if (frozen(std::string(cgroup_root) + "/freezer" + group + "/freezer.state", "FROZEN"))
-        return true;
+/// Reads a small file whole; nothing when it cannot be opened or read.
+std::optional<std::string> read_file_if_any(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
     }
+    if (n == 0) break;
+    out.append(buffer, static_cast<std::size_t>(n));
+    if (out.size() > (1u << 20)) break;
   }
+  ::close(fd);
+  return out;
+}
+
+/// True when `pred` holds for one of the `separator`-separated parts of `text`.
+template <class Pred>
+bool any_part(std::string_view text, char separator, Pred pred) {
+  for (const std::string_view part : split_parts(text, separator))
+    if (pred(part)) return true;
   return false;
 }
 
+/// A mount point as mountinfo writes it, its octal escapes (`\040`) decoded.
+std::string unescape_mount_point(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 3 < text.size()) {
+      const std::string_view digits = text.substr(i + 1, 3);
+      if (digits.size() == 3 && std::all_of(digits.begin(), digits.end(),
+                                             [](char c) { return c >= '0' && c <= '7'; })) {
+        out += static_cast<char>((digits[0] - '0') * 64 + (digits[1] - '0') * 8 + (digits[2] - '0'));
+        i += 3;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+/// Where the cgroup hierarchies that can freeze a process are mounted (from mountinfo):
+/// every cgroup2 mount and every v1 mount carrying the freezer controller.
+struct CgroupMounts {
+  struct Mount {
+    std::string root;   ///< the cgroup directory mounted (mountinfo's field 4)
+    std::string point;  ///< where it is mounted
+  };
+  std::vector<Mount> unified;  ///< cgroup2
+  std::vector<Mount> freezer;  ///< v1 freezer
+
+  explicit CgroupMounts(std::string_view mountinfo) {
+    for (const MountEntry& entry : parse_mountinfo(mountinfo)) {
+      Mount mount{entry.root, unescape_mount_point(entry.mount_point)};
+      if (entry.fstype == "cgroup2") unified.push_back(std::move(mount));
+      else if (entry.fstype == "cgroup" &&
+               any_part(entry.super_options, ',',
+                        [](std::string_view option) { return option == "freezer"; }))
+        freezer.push_back(std::move(mount));
+    }
+  }
+};
+
+/// The directory of cgroup `group` (a /proc/<pid>/cgroup path) under one of `mounts`, and
+/// how many of its levels (the group and its ancestors) are visible there; nothing when no
+/// mount shows it or the path climbs (`..`: outside our cgroup namespace).
+std::optional<std::pair<std::string, std::size_t>> cgroup_directory(
+    const std::vector<CgroupMounts::Mount>& mounts, std::string_view group) {
+  if (!group.starts_with('/') || group.find("/..") != std::string_view::npos) return std::nullopt;
+  for (const CgroupMounts::Mount& mount : mounts) {
+    std::string_view root = mount.root;
+    while (root.size() > 1 && root.ends_with('/')) root.remove_suffix(1);
+    std::string_view rest = group;
+    if (root != "/") {
+      if (!rest.starts_with(root) || (rest.size() > root.size() && rest[root.size()] != '/'))
+        continue;
+      rest.remove_prefix(root.size());
+    }
+    while (rest.starts_with('/')) rest.remove_prefix(1);
+    std::size_t levels = rest.empty() ? 0 : 1 + std::size_t(std::ranges::count(rest, '/'));
+    // A mount of a cgroup below the hierarchy's root shows that cgroup as a level too.
+    if (root != "/") ++levels;
+    std::string directory = mount.point;
+    if (!rest.empty()) directory += '/' + std::string(rest);
+    return std::pair{std::move(directory), levels};
+  }
+  return std::nullopt;
+}
+
+/// One look at the cgroup hierarchies for one walk of the process table: processes share
+/// cgroups, so each file is read once.
+class FreezeReader {
+ public:
+  explicit FreezeReader(const CgroupMounts& mounts) : mounts_(mounts) {}
+
+  /// Why the process whose /proc/<pid>/cgroup says `groups` may be frozen: frozen (the
+  /// cgroup directory that says so in `where`), unreadable, or none.
+  Pause look(std::string_view groups, std::string& where) {
+    for (const std::string_view line : split_parts(groups, '\n')) {
+      const std::size_t colon = line.find(':');
+      const std::size_t second = colon == std::string_view::npos ? colon : line.find(':', colon + 1);
+      if (second == std::string_view::npos) continue;
+      const std::string_view controllers = line.substr(colon + 1, second - colon - 1);
+      const std::string_view group = line.substr(second + 1);
+      Pause found = Pause::none;
+      if (controllers.empty()) found = unified(group, where);
+      else if (any_part(controllers, ',', [](std::string_view c) { return c == "freezer"; }))
+        found = v1_freezer(group, where);
+      if (found != Pause::none) return found;
+    }
+    return Pause::none;
+  }
+
+ private:
+  const std::optional<std::string>& file(const std::string& path) {
+    auto [at, added] = files_.try_emplace(path);
+    if (added) at->second = read_file_if_any(path);
+    return at->second;
+  }
+
+  /// cgroup2: `cgroup.events` says `frozen 1` (a freeze of any ancestor, done), or
+  /// `cgroup.freeze` is 1 in the group or a visible ancestor (a freeze in progress).
+  Pause unified(std::string_view group, std::string& where) {
+    auto directory = cgroup_directory(mounts_.unified, group);
+    if (!directory) return Pause::unreadable;
+    auto& [path, levels] = *directory;
+    if (levels == 0) return Pause::none;  // the root cgroup cannot be frozen
+    const auto& events = file(path + "/cgroup.events");
+    if (!events) return Pause::unreadable;
+    for (const std::string_view line : split_parts(*events, '\n'))
+      if (line == "frozen 1") {
+        where = path;
+        return Pause::frozen;
+      }
+    std::string level = path;
+    for (std::size_t i = 0; i < levels; ++i) {
+      const auto& freeze = file(level + "/cgroup.freeze");
+      // Kernels before 5.2 have no cgroup.freeze, and no cgroup2 freezer: nothing to read.
+      if (freeze && freeze->starts_with('1')) {
+        where = level;
+        return Pause::frozen;
+      }
+      level.erase(level.rfind('/'));
+    }
+    return Pause::none;
+  }
+
+  /// The v1 freezer: `freezer.state` FROZEN or FREEZING in the group or a visible ancestor.
+  Pause v1_freezer(std::string_view group, std::string& where) {
+    auto directory = cgroup_directory(mounts_.freezer, group);
+    if (!directory) return Pause::unreadable;
+    auto& [path, levels] = *directory;
+    std::string level = path;
+    for (std::size_t i = 0; i < levels; ++i) {
+      const auto& state = file(level + "/freezer.state");
+      if (!state) return Pause::unreadable;
+      if (state->starts_with("FROZEN") || state->starts_with("FREEZING")) {
+        where = level;
+        return Pause::frozen;
+      }
+      level.erase(level.rfind('/'));
+    }
+    return Pause::none;
+  }
+
+  const CgroupMounts& mounts_;
+  std::unordered_map<std::string, std::optional<std::string>> files_;
+};
+
+/// True when a NUL-separated argument list or NODE_OPTIONS value asks for an inspector:
+/// a word starting with `--inspect`.
+bool asks_for_inspector(std::string_view words, char separator) {
+  return any_part(words, separator, [](std::string_view word) {
+    return word.starts_with("--inspect");
+  });
+}
+
+/// Whether the environment (NUL-separated NAME=VALUE) has NODE_OPTIONS asking for an
+/// inspector.
+bool node_options_inspect(std::string_view environment) {
+  constexpr std::string_view name = "NODE_OPTIONS=";
+  for (const std::string_view entry : split_parts(environment, '\0'))
+    if (entry.starts_with(name) && asks_for_inspector(entry.substr(name.size()), ' ')) return true;
+  return false;
+}
+
+/// Why process `pid` may be paused (Pause), from its stat, status, command line,
+/// environment and cgroups; `tracer` and `where` filled when they tell. Nothing when it is a
+/// kernel thread or gone.
+std::optional<Pause> pause_of(std::string_view root, std::int64_t pid, FreezeReader& freezes,
+                              std::int64_t& tracer, std::string& where) {
+  const std::string directory = process_path(root, pid, "");
+  const std::optional<std::string> stat_text = read_file_if_any(directory + "/stat");
+  const std::optional<StatLine> stat = stat_text ? parse_stat_line(*stat_text) : std::nullopt;
+  if (!stat || stat->state == '?') {
+    // Gone since it was listed, or there and unreadable (which may hide any state).
+    if (::access(directory.c_str(), F_OK) != 0) return std::nullopt;
+    return Pause::unreadable;
+  }
+  // A kernel thread never holds a guard: passed over before anything else is read. A
+  // process whose flags cannot be read counts as a user process.
+  if (stat->flags && (*stat->flags & kernel_thread_flag) != 0) return std::nullopt;
+  if (stat->state == 'T') return Pause::stopped;
+  if (stat->state == 't') return Pause::traced;
+  if (stat->state == 'D') return Pause::disk_sleep;
+  if (stat->state == 'Z' || stat->state == 'X') return Pause::none;
+  const std::optional<std::string> status = read_file_if_any(directory + "/status");
+  if (!status) return ::access(directory.c_str(), F_OK) == 0 ? std::optional(Pause::unreadable) : std::nullopt;
+  tracer = parse_int(status_field(*status, "TracerPid").value_or(""));
+  if (tracer != 0) return Pause::traced;
+  const std::optional<std::string> groups = read_file_if_any(directory + "/cgroup");
+  if (!groups) return ::access(directory.c_str(), F_OK) == 0 ? std::optional(Pause::unreadable) : std::nullopt;
+  if (const Pause frozen = freezes.look(*groups, where); frozen != Pause::none) return frozen;
+  if (asks_for_inspector(read_small_file(directory + "/cmdline"), '\0')) return Pause::inspector;
+  // Another account's environment is not readable: its command line tells what it can.
+  if (node_options_inspect(read_small_file(directory + "/environ"))) return Pause::inspector;
+  return Pause::none;
+}
 }  // namespace
 
 std::optional<StatLine> parse_stat_line(std::string_view text) {
@@ -243,26 +435,27 @@ std::vector<ProcessInfo> read_namespace_view(std::string_view root, std::int64_t
 }
 
 std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view root,
-                                                              std::string_view cgroup_root,
                                                               std::int64_t boot_time_ns) {
-  std::vector<std::int64_t> candidates;
-  FrozenFiles frozen;
+  const CgroupMounts mounts(read_small_file(std::string(root) + "/self/mountinfo"));
+  FreezeReader freezes(mounts);
+  std::vector<ProcessInfo> paused;
   const bool listed = for_each_process(root, [&](std::int64_t pid) {
-    const std::optional<StatLine> stat =
-        parse_stat_line(read_small_file(process_path(root, pid, "/stat")));
-    if (!stat || stat->state == '?') return;
-    // A kernel thread never holds a guard: passed over before its cgroup is read, which is
-    // most of the table's cost. A process whose flags cannot be read counts as a user process.
-    if (stat->flags && (*stat->flags & kernel_thread_flag) != 0) return;
-    const bool stopped = stat->state == 'T' || stat->state == 't';
-    if (stopped || in_frozen_cgroup(root, cgroup_root, pid, frozen)) candidates.push_back(pid);
+    std::int64_t tracer = 0;
+    std::string where;
+    const std::optional<Pause> pause = pause_of(root, pid, freezes, tracer, where);
+    if (!pause || *pause == Pause::none) return;
+    std::optional<ProcessInfo> info = read_process(root, pid, boot_time_ns);
+    if (!info) {
+      if (*pause != Pause::unreadable) return;  // gone since
+      info.emplace();
+      info->pid = pid;
+    }
+    info->pause = *pause;
+    info->tracer_pid = tracer;
+    info->frozen_cgroup = std::move(where);
+    paused.push_back(std::move(*info));
   });
   if (!listed) return std::nullopt;
-  std::vector<ProcessInfo> paused;
-  for (std::int64_t pid : candidates) {
-    auto info = read_process(root, pid, boot_time_ns);
-    if (info) paused.push_back(std::move(*info));  // else gone since
-  }
   return paused;
 }
 

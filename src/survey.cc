@@ -56,7 +56,7 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
 
 bool needs_paused_processes(const EntryFacts& facts, const ClassifyPolicy& policy) {
   const auto old = [&](const FileStat& guard) {
-    return policy.now_ns - guard.mtime_ns >= policy.guard_threshold_ns;
+    return guard_age(guard, policy.now_ns) >= policy.guard_threshold_ns;
   };
   if (facts.parsed.role == EntryRole::reclaim_guard) return facts.stat && old(*facts.stat);
   return facts.guard && old(*facts.guard);

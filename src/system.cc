@@ -37,6 +37,19 @@ std::string_view file_type_name(FileType type) {
   return "unknown";
 }
 
+std::string_view pause_name(Pause pause) {
+  switch (pause) {
+    case Pause::none: break;
+    case Pause::stopped: return "stopped";
+    case Pause::traced: return "traced";
+    case Pause::disk_sleep: return "in uninterruptible sleep";
+    case Pause::frozen: return "frozen";
+    case Pause::inspector: return "under an inspector";
+    case Pause::unreadable: return "unreadable";
+  }
+  return "running";
+}
+
 SysResult<std::string> read_at_most(Files& files, int fd, std::size_t limit) {
   std::string bytes(limit, '\0');
   std::size_t offset = 0;

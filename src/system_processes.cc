@@ -29,7 +29,7 @@ std::vector<ProcessInfo> RealSystem::namespace_view() {
 }
 
 std::optional<std::vector<ProcessInfo>> RealSystem::paused_processes() {
-  return read_paused_processes(default_proc_root, default_cgroup_root, boot_time_ns());
+  return read_paused_processes(default_proc_root, boot_time_ns());
 }
 
 std::optional<std::vector<RuntimeProcess>> RealSystem::runtime_processes(std::uint32_t uid) {

@@ -22,6 +22,8 @@
 #include <tuple>
 
 #include "apnea_locks/names.h"
+#include "apnea_locks/probe.h"
+#include "apnea_locks/system.h"
 
 namespace apnea_locks::testing {
 
@@ -94,6 +96,14 @@ inline void age_path(const std::string& path, double seconds_ago) {
   times[0].tv_sec = times[1].tv_sec = ns / 1'000'000'000;
   times[0].tv_nsec = times[1].tv_nsec = ns % 1'000'000'000;
   if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) std::abort();
+}
+
+/// True when this machine's clock is void (HostFacts::clock_void, PROTOCOL.md section 9):
+/// then no age counts as old enough, and `reclaim --force` refuses what only an age (a
+/// guard's, a pid-less record's) would let it remove. A test of such a removal expects the
+/// refusal on such a machine.
+inline bool machine_clock_void(const std::string& area = "/tmp") {
+  return gather_host(real_system(), area).clock_void();
 }
 
 /// The pid of a child that has exited and been reaped: no process has it (until reused).

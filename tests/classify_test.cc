@@ -416,3 +416,149 @@ TEST_CASE("record_changed: unchanged since publication only as Apnea publishes a
     CHECK_FALSE(record_changed(dir, file, tolerance));
   }
 }
+
+namespace {
+
+/// The decision `reclaim --force` takes on `facts` under `p` (guard age 5 min).
+Decision forced(const EntryFacts& facts, ClassifyPolicy p) {
+  SurveySettings settings;
+  if (!p.paused) p.paused = std::vector<ProcessInfo>{};
+  settings.judge = p;
+  settings.flags = RemovalFlags{true, p.guard_threshold_ns};
+  return judge_entry(facts, settings, nullptr).second;
+}
+
+}  // namespace
+
+TEST_CASE("the guard row: which paused processes may hold an old guard") {
+  // A guard 10 min old (mtime and ctime): removable under --force unless a paused process
+  // that may hold it is there.
+  const EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 600 * s);
+  const std::int64_t made = now - 600 * s;
+  REQUIRE(forced(guard, policy()).action == PlanAction::remove);
+  struct Row {
+    const char* what;
+    ProcessInfo process;
+    bool blocks;
+  };
+  auto paused = [](ProcessInfo p, Pause why) {
+    p.pause = why;
+    p.pid = 4242;
+    return p;
+  };
+  ProcessInfo mixed = info('S', 4242, uid, made);
+  mixed.uids = {2000, 2000, uid, 2000};  // a saved uid of ours: may be ours
+  ProcessInfo unknown_uids = info('S', 4242, 2000, made);
+  unknown_uids.uids_known = false;
+  ProcessInfo kernel = info('D', 4242, 0, made);
+  kernel.kernel_thread = true;
+  const std::vector<Row> rows = {
+      {.what = "ours, stopped before the guard", .process = paused(info('T', 4242, uid, made - 60 * s), Pause::stopped), .blocks = true},
+      {.what = "ours, in D", .process = paused(info('D', 4242, uid, made), Pause::disk_sleep), .blocks = true},
+      {.what = "ours, traced", .process = paused(info('S', 4242, uid, made), Pause::traced), .blocks = true},
+      {.what = "ours, frozen", .process = paused(info('S', 4242, uid, made), Pause::frozen), .blocks = true},
+      {.what = "ours, under an inspector", .process = paused(info('S', 4242, uid, made), Pause::inspector), .blocks = true},
+      {.what = "unreadable (nothing known)", .process = paused(ProcessInfo{}, Pause::unreadable), .blocks = true},
+      {.what = "root's, stopped", .process = paused(info('T', 4242, 0, made), Pause::stopped), .blocks = true},
+      {.what = "a saved uid of ours", .process = paused(mixed, Pause::stopped), .blocks = true},
+      {.what = "uids unknown", .process = paused(unknown_uids, Pause::stopped), .blocks = true},
+      {.what = "ours, started 59 s after the guard", .process = paused(info('T', 4242, uid, made + 59 * s), Pause::stopped), .blocks = true},
+      {.what = "ours, started 61 s after the guard", .process = paused(info('T', 4242, uid, made + 61 * s), Pause::stopped), .blocks = false},
+      {.what = "another account's", .process = paused(info('T', 4242, 2000, made), Pause::stopped), .blocks = false},
+      {.what = "a kernel thread", .process = paused(kernel, Pause::disk_sleep), .blocks = false},
+  };
+  for (const Row& row : rows) {
+    const std::string what = row.what;
+    CAPTURE(what);
+    ClassifyPolicy p = policy();
+    p.paused = std::vector<ProcessInfo>{row.process};
+    const Verdict verdict = judged(guard, p, nullptr);
+    CHECK(verdict.guard_blocker.has_value() == row.blocks);
+    const Decision decision = forced(guard, p);
+    CHECK(decision.action == (row.blocks ? PlanAction::refuse : PlanAction::remove));
+    if (row.blocks) CHECK(decision.why.find(std::string(pause_name(row.process.pause))) != std::string::npos);
+    // Another account's process blocks when the area is root's or idmapped: proof 4 fails.
+    ClassifyPolicy idmapped = p;
+    idmapped.host.idmapped = true;
+    if (!row.process.kernel_thread && row.process.start_time_ns <= made + 60 * s)
+      CHECK(judged(guard, idmapped, nullptr).guard_blocker.has_value());
+  }
+  // Each refusal says how to unblock that kind of pause.
+  ProcessInfo traced = paused(info('S', 4242, uid, made), Pause::traced);
+  traced.tracer_pid = 777;
+  ClassifyPolicy p = policy();
+  p.paused = std::vector<ProcessInfo>{traced};
+  CHECK(forced(guard, p).next_step.find("777") != std::string::npos);
+  ProcessInfo frozen = paused(info('S', 4242, uid, made), Pause::frozen);
+  frozen.frozen_cgroup = "/sys/fs/cgroup/user.slice/box";
+  p.paused = std::vector<ProcessInfo>{frozen};
+  CHECK(forced(guard, p).next_step.find("thaw its cgroup /sys/fs/cgroup/user.slice/box") != std::string::npos);
+  p.paused = std::vector<ProcessInfo>{paused(info('T', 4242, uid, made), Pause::stopped)};
+  CHECK(forced(guard, p).next_step.find("kill -CONT 4242") != std::string::npos);
+}
+
+TEST_CASE("a clock step: 30 s stays in the band, 10 min voids every time comparison") {
+  const std::int64_t made = now - 600 * s;
+  for (const std::int64_t step : {30 * s, 600 * s}) {
+    CAPTURE(step / s);
+    ClassifyPolicy p = policy();
+    // The clock stepped forward by `step` since boot: btime, computed from it, moved on while
+    // the birth time of /dev did not.
+    p.host.dev_birth_ns = p.host.boot_time_ns - step;
+    const bool void_clock = step > 60 * s;
+    REQUIRE(p.host.clock_void() == void_clock);
+
+    // A reclaim guard 10 min old by the clock: shown as the clock says (left over, so a
+    // monitor still sees that it blocks Apnea), removed only when the clock is not void.
+    const EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 600 * s);
+    CHECK(judged(guard, p, nullptr).state == EntryState::leftover);
+    const Decision guard_decision = forced(guard, p);
+    CHECK(guard_decision.action == (void_clock ? PlanAction::refuse : PlanAction::remove));
+    if (void_clock) CHECK(guard_decision.why.find("the clock is void") != std::string::npos);
+
+    // A dead lock with that guard: the guard blocks it while the clock is void.
+    EntryFacts lock = facts_for(EntryRole::lock, accepted(100, made, 600 * s), process(100, ESRCH, std::nullopt));
+    lock.guard = dir_stat(600 * s);
+    CHECK(judged(lock, p, nullptr).guard == GuardState::leftover);
+    const Decision lock_decision = forced(lock, p);
+    CHECK(lock_decision.action == (void_clock ? PlanAction::refuse : PlanAction::remove));
+    if (void_clock) CHECK(lock_decision.why.find("the clock is void") != std::string::npos);
+
+    // A lock whose record names no pid, unchanged for 10 min: --force removes it only when
+    // that age counts.
+    EntryFacts empty = facts_for(EntryRole::lock, rejected(OwnerCheck::owner_empty, 600 * s), std::nullopt);
+    const Decision empty_decision = forced(empty, p);
+    CHECK(empty_decision.action == (void_clock ? PlanAction::refuse : PlanAction::remove));
+    if (void_clock) CHECK(empty_decision.why.find("the clock is void") != std::string::npos);
+
+    // A candidate naming no pid, unchanged for 10 min: --force removes it only when that age
+    // counts.
+    EntryFacts candidate = facts_for(EntryRole::candidate, rejected(OwnerCheck::owner_empty, 600 * s), std::nullopt);
+    const Decision candidate_decision = forced(candidate, p);
+    if (void_clock) {
+      CHECK(candidate_decision.action == PlanAction::keep);  // it may be being written
+      CHECK(candidate_decision.why.find("the clock is void") != std::string::npos);
+    } else {
+      CHECK(candidate_decision.action == PlanAction::remove);
+    }
+
+    // A paused process started 2 h after the guard was made cannot hold it; with the clock
+    // void its start time proves nothing.
+    ProcessInfo late = info('T', 4242, uid, made + 7200 * s);
+    late.pid = 4242;
+    late.pause = Pause::stopped;
+    ClassifyPolicy with_paused = p;
+    with_paused.paused = std::vector<ProcessInfo>{late};
+    CHECK(judged(guard, with_paused, nullptr).guard_blocker.has_value() == void_clock);
+
+    // pid-reused: evidence within the band, void beyond it.
+    EntryFacts reused = facts_for(EntryRole::lock, accepted(100, now - 100 * s, 600 * s),
+                                  process(100, 0, info('S', 100, uid, now - 95 * s)));
+    CHECK(judged(reused, p, nullptr).reason == (void_clock ? "clock-void" : "pid-reused"));
+  }
+  // Another time namespace voids the clock whatever the gap.
+  ClassifyPolicy p = policy();
+  p.host.other_time_namespace = true;
+  CHECK(p.host.clock_void());
+  CHECK(p.host.why_clock_void().find("time namespace") != std::string::npos);
+}

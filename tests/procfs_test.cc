@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -64,7 +65,12 @@ struct ProcTree {
   ProcTree() {
     std::filesystem::create_directories(root);
     std::filesystem::create_directories(cgroups);
+    // The hierarchies as mountinfo shows them: cgroup2 at `cgroups`, a v1 freezer below it.
+    mounts("30 1 0:26 / " + cgroups + " rw,nosuid - cgroup2 cgroup2 rw\n" +
+           "31 30 0:27 / " + cgroups + "/freezer rw - cgroup cgroup rw,freezer\n");
   }
+  /// `<root>/self/mountinfo`.
+  void mounts(const std::string& text) { write_file(root + "/self/mountinfo", text); }
   void file(std::int64_t pid, std::string_view name, std::string_view data) {
     write_file(root + "/" + std::to_string(pid) + "/" + std::string(name), data);
   }
@@ -187,7 +193,7 @@ TEST_CASE("a kernel thread: PF_KTHREAD, no command line, never paused") {
                status_text("kthreadd", 10, "0\t0\t0\t0", "10"), "");
   tree.process(11, stat_line(11, "kworker/1:0", 'T', 99, 0x400000),
                status_text("kworker/1:0", 11, "1000\t1000\t1000\t1000", "11"), "");
-  auto paused = read_paused_processes(tree.root, tree.cgroups, boot_ns);
+  auto paused = read_paused_processes(tree.root, boot_ns);
   REQUIRE(paused);
   CHECK(pids_of(*paused) == std::vector<std::int64_t>{11});
   CHECK(paused->front().command == "[kworker/1:0]");
@@ -256,34 +262,121 @@ TEST_CASE("a Uid line that is not four uids is not known") {
   CHECK(info->uid == 1000);  // the real uid still read
 }
 
-TEST_CASE("stopped, traced and frozen processes are paused; running ones are not") {
+TEST_CASE("paused: stopped, traced, D, frozen at any level, inspected or unreadable; not running ones") {
   ProcTree tree;
-  auto user = [&](std::int64_t pid, char state, std::string_view cgroup) {
-    tree.process(pid, stat_line(pid, "node", state, pid),
-                 status_text("node", pid, "1000\t1000\t1000\t1000", std::to_string(pid)),
-                 "node\0apnea\0"s);
-    tree.file(pid, "cgroup", cgroup);
+  auto user = [&](std::int64_t pid, char state, std::string_view cgroup,
+                  std::string_view cmdline = "node\0apnea\0"s, std::int64_t tracer = 0) {
+    std::string status = status_text("node", pid, "1000\t1000\t1000\t1000", std::to_string(pid));
+    status.replace(status.find("TracerPid:\t0"), 12, "TracerPid:\t" + std::to_string(tracer));
+    tree.process(pid, stat_line(pid, "node", state, pid), status, cmdline);
+    if (!cgroup.empty()) tree.file(pid, "cgroup", cgroup);
   };
-  user(100, 'T', "0::/user.slice/a\n");      // stopped (SIGSTOP)
-  user(101, 't', "0::/user.slice/a\n");      // stopped by a tracer
-  user(102, 'S', "0::/user.slice/frozen\n");  // cgroup v2 freezer
-  user(103, 'S', "12:freezer:/box\n0::/\n");  // cgroup v1 freezer
-  user(104, 'S', "0::/user.slice/a\n");      // running
-  user(105, 'R', "12:freezer:/thawed\n");     // v1, thawed
-  user(106, 'S', "0::/user.slice/../frozen\n");  // a path that climbs is not followed
-  write_file(tree.cgroups + "/user.slice/a/cgroup.freeze", "0\n");
-  write_file(tree.cgroups + "/user.slice/frozen/cgroup.freeze", "1\n");
-  write_file(tree.cgroups + "/freezer/box/freezer.state", "FROZEN\n");
-  write_file(tree.cgroups + "/freezer/thawed/freezer.state", "THAWED\n");
+  const std::string v2 = tree.cgroups;
+  for (const char* group : {"/user.slice/a", "/user.slice/frozen", "/frozen-parent/child",
+                            "/freezing/child", "/in-progress/child"})
+    write_file(v2 + group + "/cgroup.events", "populated 1\nfrozen 0\n");
+  write_file(v2 + "/user.slice/cgroup.freeze", "0\n");
+  write_file(v2 + "/user.slice/a/cgroup.freeze", "0\n");
+  write_file(v2 + "/user.slice/frozen/cgroup.freeze", "1\n");
+  write_file(v2 + "/user.slice/frozen/cgroup.events", "populated 1\nfrozen 1\n");
+  // A frozen parent: the child's own cgroup.freeze is 0, its events say frozen.
+  write_file(v2 + "/frozen-parent/cgroup.freeze", "1\n");
+  write_file(v2 + "/frozen-parent/child/cgroup.freeze", "0\n");
+  write_file(v2 + "/frozen-parent/child/cgroup.events", "populated 1\nfrozen 1\n");
+  // A freeze of the parent in progress: nothing says frozen yet but the parent's freeze.
+  write_file(v2 + "/in-progress/cgroup.freeze", "1\n");
+  write_file(v2 + "/in-progress/child/cgroup.freeze", "0\n");
+  write_file(v2 + "/freezing/cgroup.freeze", "0\n");
+  write_file(v2 + "/freezing/child/cgroup.freeze", "0\n");
+  write_file(v2 + "/freezer/box/freezer.state", "FROZEN\n");
+  write_file(v2 + "/freezer/thawed/freezer.state", "THAWED\n");
+  write_file(v2 + "/freezer/parent/freezer.state", "FREEZING\n");
+  write_file(v2 + "/freezer/parent/child/freezer.state", "THAWED\n");
 
-  auto paused = read_paused_processes(tree.root, tree.cgroups, boot_ns);
+  user(100, 'T', "0::/user.slice/a\n");         // stopped (SIGSTOP)
+  user(101, 't', "0::/user.slice/a\n");         // stopped by a tracer
+  user(102, 'S', "0::/user.slice/frozen\n");    // cgroup v2, frozen
+  user(103, 'S', "12:freezer:/box\n0::/\n");    // cgroup v1 freezer
+  user(104, 'S', "0::/user.slice/a\n");         // running
+  user(105, 'R', "12:freezer:/thawed\n");       // v1, thawed
+  user(106, 'S', "0::/user.slice/../frozen\n"); // a path that climbs: outside our view
+  user(107, 'D', "0::/user.slice/a\n");         // uninterruptible sleep
+  user(108, 'S', "0::/user.slice/a\n", "node\0apnea\0"s, 4242);  // traced while running
+  user(109, 'S', "0::/frozen-parent/child\n");  // a frozen parent
+  user(110, 'S', "0::/in-progress/child\n");    // the parent's freeze in progress
+  user(111, 'S', "12:freezer:/parent/child\n"); // a v1 parent FREEZING
+  user(112, 'S', "0::/user.slice/a\n", "node\0--inspect-brk=9229\0apnea\0"s);  // inspector
+  user(113, 'S', "0::/user.slice/a\n");
+  tree.file(113, "environ", "HOME=/h\0NODE_OPTIONS=--max-old-space-size=99 --inspect\0"s);
+  user(114, 'S', "");                           // no cgroup file: unreadable
+  user(115, 'S', "0::/no-such-group\n");        // a group with no events: unreadable
+  user(116, 'S', "0::/\n");                     // the root cgroup: never frozen
+  std::filesystem::create_directories(tree.root + "/117");  // there, but nothing readable
+  user(118, 'S', "0::/freezing/child\n");       // nothing frozen on its path
+
+  auto paused = read_paused_processes(tree.root, boot_ns);
   REQUIRE(paused);
-  CHECK(pids_of(*paused) == std::vector<std::int64_t>{100, 101, 102, 103});
+  CHECK(pids_of(*paused) == std::vector<std::int64_t>{100, 101, 102, 103, 106, 107, 108, 109, 110,
+                                                      111, 112, 113, 114, 115, 117});
+  std::map<std::int64_t, const ProcessInfo*> by_pid;
+  for (const ProcessInfo& process : *paused) by_pid[process.pid] = &process;
+  CHECK(by_pid.at(100)->pause == Pause::stopped);
+  CHECK(by_pid.at(101)->pause == Pause::traced);
+  CHECK(by_pid.at(102)->pause == Pause::frozen);
+  CHECK(by_pid.at(102)->frozen_cgroup == v2 + "/user.slice/frozen");
+  CHECK(by_pid.at(103)->pause == Pause::frozen);
+  CHECK(by_pid.at(103)->frozen_cgroup == v2 + "/freezer/box");
+  CHECK(by_pid.at(106)->pause == Pause::unreadable);
+  CHECK(by_pid.at(107)->pause == Pause::disk_sleep);
+  CHECK(by_pid.at(108)->pause == Pause::traced);
+  CHECK(by_pid.at(108)->tracer_pid == 4242);
+  CHECK(by_pid.at(109)->pause == Pause::frozen);
+  CHECK(by_pid.at(110)->pause == Pause::frozen);
+  CHECK(by_pid.at(110)->frozen_cgroup == v2 + "/in-progress");
+  CHECK(by_pid.at(111)->pause == Pause::frozen);
+  CHECK(by_pid.at(111)->frozen_cgroup == v2 + "/freezer/parent");
+  CHECK(by_pid.at(112)->pause == Pause::inspector);
+  CHECK(by_pid.at(113)->pause == Pause::inspector);
+  CHECK(by_pid.at(114)->pause == Pause::unreadable);
+  CHECK(by_pid.at(115)->pause == Pause::unreadable);
+  CHECK(by_pid.at(117)->pause == Pause::unreadable);
+  CHECK(by_pid.at(117)->start_time_ns == 0);  // unknown: counts as started in time
   for (const ProcessInfo& process : *paused) {
-    CHECK(process.command == "node apnea");
+    if (process.pid == 117) continue;
+    CHECK(process.command.find("node") == 0);
     CHECK(process.start_time_ns == after_boot(process.pid));
   }
-  CHECK_FALSE(read_paused_processes(tree.dir / "no-proc", tree.cgroups, boot_ns));
+  CHECK_FALSE(read_paused_processes(tree.dir / "no-proc", boot_ns));
+}
+
+TEST_CASE("paused: cgroup2 found wherever mountinfo mounts it, a sub-cgroup mount included") {
+  ProcTree tree;
+  const std::string elsewhere = tree.dir / "my cgroups";  // mountinfo escapes the space
+  const std::string container = tree.dir / "container";
+  tree.mounts("41 1 0:26 /machine.slice/box " + container + " rw - cgroup2 cgroup2 rw\n" +
+              "40 1 0:26 / " + (tree.dir / "my\\040cgroups") + " rw - cgroup2 cgroup2 rw\n");
+  write_file(elsewhere + "/user.slice/x/cgroup.events", "frozen 1\n");
+  write_file(container + "/inner/cgroup.events", "frozen 0\n");
+  write_file(container + "/inner/cgroup.freeze", "0\n");
+  write_file(container + "/cgroup.freeze", "1\n");  // the mounted cgroup itself, freezing
+  auto user = [&](std::int64_t pid, std::string_view cgroup) {
+    tree.process(pid, stat_line(pid, "node", 'S', pid),
+                 status_text("node", pid, "1000\t1000\t1000\t1000", std::to_string(pid)), "node\0"s);
+    tree.file(pid, "cgroup", cgroup);
+  };
+  user(200, "0::/user.slice/x\n");
+  user(201, "0::/machine.slice/box/inner\n");
+  auto paused = read_paused_processes(tree.root, boot_ns);
+  REQUIRE(paused);
+  REQUIRE(pids_of(*paused) == std::vector<std::int64_t>{200, 201});
+  for (const ProcessInfo& process : *paused) CHECK(process.pause == Pause::frozen);
+
+  // No cgroup2 mount at all: a process's cgroup cannot be looked at, so it counts.
+  tree.mounts("");
+  paused = read_paused_processes(tree.root, boot_ns);
+  REQUIRE(paused);
+  CHECK(pids_of(*paused) == std::vector<std::int64_t>{200, 201});
+  for (const ProcessInfo& process : *paused) CHECK(process.pause == Pause::unreadable);
 }
 
 TEST_CASE("boot time is the btime of <root>/stat") {

@@ -76,6 +76,10 @@ struct ClassifyPolicy {
 bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns);
 
 
+/// A guard's age as --guard-age measures it: now minus its mtime. (PROTOCOL.md asks for the
+/// latest of mtime and ctime; see docs/status.md, "Guard ages", for why not yet.) Pure.
+std::int64_t guard_age(const FileStat& guard, std::int64_t now_ns);
+
 /// The verdict on one entry.
 struct Verdict {
   EntryRole role = EntryRole::unknown;
@@ -103,9 +107,15 @@ struct Verdict {
   /// pid they begin, so it is never removed on a proof of death.
   std::optional<std::string> truncated_pid;
   std::string filesystem;          ///< the area's filesystem type (host facts)
-  std::optional<std::int64_t> guard_age_ns;  ///< a lock's or tombstone's guard: now - mtime
-  /// A paused process that may hold the (old) guard: stopped, traced or frozen, of the
-  /// area's uid, started before the guard (or with the clock void).
+  /// The guard's age (guard_age): a lock's, candidate's or tombstone's guard, or the
+  /// guard entry itself.
+  std::optional<std::int64_t> guard_age_ns;
+  /// Why the clock is void (HostFacts::why_clock_void), "" when it is not: then no age
+  /// counts as old enough (--guard-age, "unchanged for").
+  std::string clock_void_why;
+  /// A process that may be paused (Pause) and may hold the (old) guard: not shown by proof
+  /// 4 to be another account's (root's count), started no later than 60 s after the
+  /// guard's ctime (or with the clock void).
   std::optional<ProcessInfo> guard_blocker;
   bool guard_checked = false;      ///< the paused processes were read for the guard
   /// The owner record changed after it was published (record_changed): its proofs are

@@ -34,9 +34,18 @@ struct HostFacts {
   bool idmapped = true;                 ///< a mount of the area's device is idmapped (true when unknown)
   std::int64_t boot_time_ns = 0;        ///< btime
   std::optional<std::int64_t> dev_birth_ns;  ///< birth time of /dev
-  /// Clock evidence is void: dev_birth unknown, boot time unknown, or |boot_time -
-  /// dev_birth| > 60 s (the wall clock stepped since boot).
+  /// /proc/self/ns/time names another time namespace than the initial one (4026531834); a
+  /// kernel without time namespaces (before 5.6) has no such link and counts as initial.
+  bool other_time_namespace = false;
+  /// The clock is void (PROTOCOL.md section 9): dev_birth unknown, boot time unknown,
+  /// |boot_time - dev_birth| > 60 s (the wall clock stepped since boot), or another time
+  /// namespace. Then every comparison of a file timestamp with the clock, or with a process
+  /// start time, is void too: no entry counts as old enough, every process as started in
+  /// time.
   bool clock_void() const;
+  /// Why the clock is void, one phrase ("the wall clock stepped 600 s since boot (btime
+  /// and /dev's birth differ)", ...); "" when it is not.
+  std::string why_clock_void() const;
   /// local fs && initial pid ns && initial user ns && table complete.
   bool can_be_certain() const;
   /// One phrase naming the first failed precondition of can_be_certain(), "" when none.

@@ -69,6 +69,22 @@ struct DirEntry {
 
 /// What /proc says about a process id (Linux; other platforms fill what they can). A field
 /// /proc did not give keeps its default, which no proof of death accepts (0 = unknown).
+/// Why a process may be paused between two steps of a reclamation (PROTOCOL.md section 10,
+/// the guard row): what System::paused_processes found.
+enum class Pause {
+  none,        ///< running or sleeping as usual
+  stopped,     ///< state `T` (SIGSTOP, Ctrl-Z)
+  traced,      ///< state `t`, or a non-zero `TracerPid`
+  disk_sleep,  ///< state `D`: uninterruptible sleep
+  frozen,      ///< its cgroup or an ancestor is frozen or freezing (v2 or the v1 freezer)
+  inspector,   ///< started with `--inspect*` (command line or NODE_OPTIONS)
+  unreadable,  ///< its state or cgroup could not be read: it may be any of the above
+};
+
+/// "stopped", "traced", "in uninterruptible sleep", "frozen", "under an inspector",
+/// "unreadable" ("running" for none).
+std::string_view pause_name(Pause pause);
+
 struct ProcessInfo {
   char state = '?';               ///< 'R', 'S', 'Z', ... from /proc/<pid>/stat
   std::int64_t tgid = 0;          ///< thread group leader; differs from pid for a thread
@@ -85,6 +101,11 @@ struct ProcessInfo {
   std::vector<std::int64_t> nspid{};
   /// PF_KTHREAD is set in its stat flags: a kernel thread, which no user program runs as.
   bool kernel_thread = false;
+  /// Filled by paused_processes only: why it may be paused, its tracer (`TracerPid`), and
+  /// for a frozen one the cgroup directory that said so.
+  Pause pause = Pause::none;
+  std::int64_t tracer_pid = 0;
+  std::string frozen_cgroup{};
 };
 
 /// A process that runs a recognised runtime (PROTOCOL.md section 10: Node, Bun, Deno,
@@ -207,10 +228,11 @@ class Processes {
   /// PID namespace), with pid, nspid, state, threads, uids, tgid, start_time_ns and command;
   /// processes that vanish while being read are left out. One walk of /proc per call.
   virtual std::vector<ProcessInfo> namespace_view() = 0;
-  /// Every user process that is paused: stopped (`T`), traced (`t`) or in a frozen cgroup
-  /// (cgroup v2 `cgroup.freeze` or v1 freezer FROZEN), with the fields of process_info;
-  /// kernel threads (PF_KTHREAD) are left out, whatever a user process calls itself. Nothing
-  /// when /proc cannot be listed. One walk of /proc.
+  /// Every user process that may be paused (Pause): stopped, traced, in uninterruptible
+  /// sleep, frozen (wherever cgroup2 or the v1 freezer is mounted, any ancestor), started
+  /// with an inspector, or unreadable; with the fields of process_info and `pause` set.
+  /// Kernel threads (PF_KTHREAD) are left out, whatever a user process calls itself.
+  /// Nothing when /proc cannot be listed. One walk of /proc.
   virtual std::optional<std::vector<ProcessInfo>> paused_processes() = 0;
   /// Every process of real uid `uid` whose executable's basename (a trailing " (deleted)"
   /// dropped) is a recognised runtime (recognised_runtime, lock_area.h), with its

@@ -16,6 +16,8 @@ namespace apnea_locks::detail {
 inline constexpr std::uint64_t initial_pid_namespace_inode = 4026531836;
 /// The inode of the initial user namespace (/proc/self/ns/user).
 inline constexpr std::uint64_t initial_user_namespace_inode = 4026531837;
+/// The inode of the initial time namespace (/proc/self/ns/time).
+inline constexpr std::uint64_t initial_time_namespace_inode = 4026531834;
 
 /// The kernel's hard ceiling on pids (PID_MAX_LIMIT).
 inline constexpr std::int64_t pid_max_limit = 4194304;
@@ -35,6 +37,7 @@ std::string filesystem_name(std::uint64_t magic);
 struct MountEntry {
   std::uint64_t major = 0;
   std::uint64_t minor = 0;
+  std::string root;           ///< field 4: the directory of the filesystem mounted here
   std::string mount_point;    ///< as written (octal escapes such as \040 kept)
   std::string mount_options;  ///< per-mount options, field 6 ("rw,relatime,idmapped")
   std::string fstype;

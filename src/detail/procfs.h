@@ -15,8 +15,6 @@ namespace apnea_locks::detail {
 
 /// The kernel's /proc.
 inline constexpr std::string_view default_proc_root = "/proc";
-/// Where the kernel's cgroup hierarchies are mounted (v2 at the top, v1 per controller).
-inline constexpr std::string_view default_cgroup_root = "/sys/fs/cgroup";
 
 /// PF_KTHREAD in the `flags` field of a stat line: a kernel thread.
 inline constexpr std::int64_t kernel_thread_flag = 0x00200000;
@@ -52,13 +50,15 @@ std::int64_t read_boot_time_ns(std::string_view root);
 /// over without reading its status.
 std::vector<ProcessInfo> read_namespace_view(std::string_view root, std::int64_t boot_time_ns);
 
-/// Every user process of `<root>` that is paused: stopped (`T`), traced (`t`), or in a
-/// frozen cgroup under `cgroup_root` (v2 `<group>/cgroup.freeze` holding 1, v1
-/// `freezer/<group>/freezer.state` holding FROZEN), read by read_process. Kernel threads
-/// (PF_KTHREAD) are passed over before their cgroup is read. Nothing when `<root>` cannot be
-/// listed.
+/// Every user process of `<root>` that may be paused (Pause, system.h): state `T`, `t` or
+/// `D`; a non-zero `TracerPid`; frozen, where `<root>/self/mountinfo` mounts cgroup2
+/// (`cgroup.events` says `frozen 1`, or `cgroup.freeze` is 1 in its group or any visible
+/// ancestor) or a v1 freezer (`freezer.state` FROZEN or FREEZING at any visible level); an
+/// argument or NODE_OPTIONS word starting with `--inspect`; or unreadable (its stat, status
+/// or cgroup, or a cgroup no mount shows). Read by read_process, `pause` set; an unreadable
+/// one has only its pid. Kernel threads (PF_KTHREAD) are passed over before their cgroup is
+/// read. Nothing when `<root>` cannot be listed.
 std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view root,
-                                                              std::string_view cgroup_root,
                                                               std::int64_t boot_time_ns);
 
 /// Every process of `<root>` of real uid `uid` (the first `Uid:` field) whose `exe` names a
