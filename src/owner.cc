@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cctype>
@@ -421,128 +422,407 @@ std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes) {
 
 namespace {
 
-/// A handler collecting the value of every member named "pid", at any depth, as a number or
-/// a decimal string. Keys are matched after JSON unescaping, so `"p\u0069d"` counts.
-struct PidCollector {
-  static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
-  static constexpr std::size_t max_object_size = static_cast<std::size_t>(-1);
-  static constexpr std::size_t max_string_size = static_cast<std::size_t>(-1);
-  static constexpr std::size_t max_key_size = static_cast<std::size_t>(-1);
+// The lenient reading of PROTOCOL.md section 10 (the never-live rule): a small scanner, no
+// parser. Over-naming a pid only makes the tool more careful; missing one is the bug.
 
-  std::vector<std::string>* values = nullptr;
-  bool pending_pid = false;  // the next value belongs to a "pid" member
-  std::string text;
+constexpr double largest_pid = 2147483647.0;  // 2^31-1: what kill() takes as one process
 
-  void take(std::string value) {
-    if (pending_pid) values->push_back(std::move(value));
-    pending_pid = false;
-  }
+/// The pids found so far. A value seen lately (a small direct-mapped cache) is not added
+/// again and duplicates are folded now and then, so that a record of a million `"pid":1,`
+/// keeps a small list.
+struct PidSink {
+  std::vector<double> pids;
+  std::size_t compacted = 0;
+  std::array<double, 256> recent{};
+  std::string scratch;  // a number's text without separators, reused
 
-  bool on_document_begin(json::error_code&) { return true; }
-  bool on_document_end(json::error_code&) { return true; }
-  bool on_array_begin(json::error_code&) { pending_pid = false; return true; }
-  bool on_array_end(std::size_t, json::error_code&) { return true; }
-  bool on_object_begin(json::error_code&) { pending_pid = false; return true; }
-  bool on_object_end(std::size_t, json::error_code&) { return true; }
-  bool on_string_part(json::string_view s, std::size_t, json::error_code&) {
-    if (pending_pid) text.append(s.data(), s.size());
-    return true;
+  void add(double value) {
+    if (!(value >= 1 && value <= largest_pid) || std::trunc(value) != value) return;
+    double& slot = recent[(static_cast<std::uint64_t>(value) * 0x9E3779B97F4A7C15u) >> 56];
+    if (slot == value) return;
+    slot = value;
+    pids.push_back(value);
+    if (pids.size() >= 4096 && pids.size() >= 2 * compacted) {
+      std::sort(pids.begin(), pids.end());
+      pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+      compacted = pids.size();
+    }
   }
-  bool on_string(json::string_view s, std::size_t, json::error_code&) {
-    text.append(s.data(), s.size());
-    take(std::move(text));
-    text.clear();
-    return true;
-  }
-  bool on_key_part(json::string_view s, std::size_t, json::error_code&) {
-    text.append(s.data(), s.size());
-    return true;
-  }
-  bool on_key(json::string_view s, std::size_t, json::error_code&) {
-    text.append(s.data(), s.size());
-    pending_pid = text == "pid";
-    text.clear();
-    return true;
-  }
-  bool on_number_part(json::string_view s, json::error_code&) {
-    text.append(s.data(), s.size());
-    return true;
-  }
-  bool number(json::string_view last) {
-    text.append(last.data(), last.size());
-    take(std::move(text));
-    text.clear();
-    return true;
-  }
-  bool on_int64(std::int64_t, json::string_view s, json::error_code&) { return number(s); }
-  bool on_uint64(std::uint64_t, json::string_view s, json::error_code&) { return number(s); }
-  bool on_double(double, json::string_view s, json::error_code&) { return number(s); }
-  bool on_bool(bool, json::error_code&) { pending_pid = false; return true; }
-  bool on_null(json::error_code&) { pending_pid = false; return true; }
-  bool on_comment_part(json::string_view, json::error_code&) { return true; }
-  bool on_comment(json::string_view, json::error_code&) { return true; }
 };
 
-bool json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+constexpr bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/// The texts that follow `"pid"` and a colon anywhere in `text`: a number token, or the
-/// contents of a string.
-void scan_pid_members(std::string_view text, std::vector<std::string>& values) {
-  constexpr std::string_view key = "\"pid\"";
-  for (std::size_t at = text.find(key); at != std::string_view::npos;
-       at = text.find(key, at + 1)) {
-    std::size_t i = at + key.size();
-    while (i < text.size() && json_space(text[i])) ++i;
-    if (i >= text.size() || text[i] != ':') continue;
-    ++i;
-    while (i < text.size() && json_space(text[i])) ++i;
-    if (i >= text.size()) continue;
-    if (text[i] == '"') {
-      const std::size_t end = text.find('"', i + 1);
-      if (end != std::string_view::npos) values.emplace_back(text.substr(i + 1, end - i - 1));
-      continue;
-    }
-    std::size_t end = i;
-    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
-                                 text[end] == '-' || text[end] == '+' || text[end] == '.' ||
-                                 text[end] == 'e' || text[end] == 'E'))
-      ++end;
-    if (end > i) values.emplace_back(text.substr(i, end - i));
+constexpr bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/// A character of an unquoted word: an identifier, a keyword or a number (signs, dots and
+/// separators included), or an escape in one.
+constexpr bool word_char(char c) {
+  return is_letter(c) || is_digit(c) || c == '_' || c == '$' || c == '\\' || c == '+' || c == '-' ||
+         c == '.';
+}
+
+/// The value of `c` as a digit in `radix` (2, 8, 10, 16), or -1.
+int digit_in(char c, int radix) {
+  const int value = hex_digit(c);
+  return value >= 0 && value < radix ? value : -1;
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
 
-/// The pid a member's text names: a JSON number, or a string of decimal digits; nothing
-/// when it cannot name a process (not a positive integer).
-std::optional<double> pid_value(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  const bool digits = std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (!digits && (end == nullptr || *end != '\0')) return std::nullopt;
-  if (std::isnan(value) || !(value > 0) || (std::isfinite(value) && std::trunc(value) != value))
-    return std::nullopt;
-  return value;
+/// Decodes the escape at `text[at]` (a backslash) as JavaScript does in strings and
+/// identifiers (`\uXXXX` with surrogate pairs, `\u{X...}`, `\xXX`, the one-letter escapes, a
+/// line continuation; any other escaped character stands for itself) onto `out`. Returns
+/// the index after it.
+std::size_t decode_escape(std::string_view text, std::size_t at, std::string& out) {
+  if (at + 1 >= text.size()) return text.size();
+  const char e = text[at + 1];
+  auto hex_run = [&](std::size_t from, std::size_t count) -> int {  // -1 unless all hex
+    if (from + count > text.size()) return -1;
+    int value = 0;
+    for (std::size_t k = from; k < from + count; ++k) {
+      const int d = hex_digit(text[k]);
+      if (d < 0) return -1;
+      value = value * 16 + d;
+    }
+    return value;
+  };
+  switch (e) {
+    case 'u': {
+      if (at + 2 < text.size() && text[at + 2] == '{') {
+        std::size_t k = at + 3;
+        std::uint32_t cp = 0;
+        while (k < text.size() && hex_digit(text[k]) >= 0) {
+          cp = std::min<std::uint32_t>(cp * 16 + static_cast<std::uint32_t>(hex_digit(text[k])), 0x110000);
+          ++k;
+        }
+        if (k < text.size() && text[k] == '}' && k > at + 3) {
+          append_utf8(out, cp);
+          return k + 1;
+        }
+        out += 'u';
+        return at + 2;
+      }
+      const int unit = hex_run(at + 2, 4);
+      if (unit < 0) {
+        out += 'u';
+        return at + 2;
+      }
+      if (unit >= 0xD800 && unit <= 0xDBFF && at + 7 < text.size() && text[at + 6] == '\\' &&
+          text[at + 7] == 'u') {
+        const int low = hex_run(at + 8, 4);
+        if (low >= 0xDC00 && low <= 0xDFFF) {
+          append_utf8(out, 0x10000 + ((static_cast<std::uint32_t>(unit) - 0xD800) << 10) +
+                               (static_cast<std::uint32_t>(low) - 0xDC00));
+          return at + 12;
+        }
+      }
+      append_utf8(out, static_cast<std::uint32_t>(unit));
+      return at + 6;
+    }
+    case 'x': {
+      const int value = hex_run(at + 2, 2);
+      if (value < 0) {
+        out += 'x';
+        return at + 2;
+      }
+      append_utf8(out, static_cast<std::uint32_t>(value));
+      return at + 4;
+    }
+    case 'b': out += '\b'; break;
+    case 'f': out += '\f'; break;
+    case 'n': out += '\n'; break;
+    case 'r': out += '\r'; break;
+    case 't': out += '\t'; break;
+    case 'v': out += '\v'; break;
+    case '\n': break;  // a line continuation
+    case '\r':
+      if (at + 2 < text.size() && text[at + 2] == '\n') return at + 3;
+      break;
+    default: out += e;
+  }
+  return at + 2;
+}
+
+/// Reads, at `text[at]`, a number as JavaScript would (Number(), a literal or parseInt's
+/// longest prefix): `0x`/`0o`/`0b` with `_` separators, a legacy octal `0755`, and a decimal
+/// with `_` separators, a fraction and an exponent (`2.0506e4`, `.5e1`), rounded to a double
+/// as JavaScript rounds it. A sign is not read: the magnitude is named either way. Plain
+/// digits are left to read_numbers' runs of digits.
+void read_number_at(std::string_view text, std::size_t at, PidSink& sink) {
+  const std::size_t n = text.size();
+  if (text[at] == '0' && at + 1 < n) {
+    const char kind = static_cast<char>(text[at + 1] | 0x20);
+    const int radix = kind == 'x' ? 16 : kind == 'o' ? 8 : kind == 'b' ? 2 : digit_in(text[at + 1], 8) >= 0 ? 8 : 0;
+    if (radix != 0) {  // 0x.., 0o.., 0b.., or a legacy octal literal 0755
+      std::size_t k = radix == 8 && kind != 'o' ? at + 1 : at + 2;
+      double value = 0;
+      bool any = false;
+      for (; k < n; ++k) {
+        if (text[k] == '_') continue;
+        const int d = digit_in(text[k], radix);
+        if (d < 0) break;
+        value = std::min(value * radix + d, 4294967296.0);  // past 2^31: only "too large"
+        any = true;
+      }
+      if (any) sink.add(value);
+      if (kind == 'x' || kind == 'o' || kind == 'b') return;
+    }
+  }
+  // A decimal: digits (and separators), a fraction, an exponent. Read at once for Clinger's
+  // fast path (a mantissa below 2^53 times an exact power of ten is rounded once, exactly as
+  // strtod rounds it); its text without separators goes to strtod otherwise.
+  std::int64_t mantissa = 0;
+  int significant = 0, scale = 0, exponent = 0;
+  bool plain = true;  // digits only: the same as a run of digits
+  bool fraction = false, negative_exponent = false;
+  std::size_t k = at;
+  auto mantissa_digits = [&] {
+    for (; k < n && (is_digit(text[k]) || text[k] == '_'); ++k) {
+      if (text[k] == '_') {
+        plain = false;
+        continue;
+      }
+      if (fraction) --scale;
+      if (mantissa == 0 && text[k] == '0') continue;  // a leading zero
+      if (++significant <= 15) mantissa = mantissa * 10 + (text[k] - '0');
+    }
+  };
+  mantissa_digits();
+  if (k < n && text[k] == '.') {
+    plain = false;
+    fraction = true;
+    ++k;
+    mantissa_digits();
+  }
+  if (k < n && (text[k] == 'e' || text[k] == 'E')) {
+    std::size_t e = k + 1;
+    if (e < n && (text[e] == '+' || text[e] == '-')) ++e;
+    if (e < n && is_digit(text[e])) {
+      negative_exponent = text[e - 1] == '-';
+      plain = false;
+      for (k = e; k < n && (is_digit(text[k]) || text[k] == '_'); ++k)
+        if (text[k] != '_') exponent = std::min(exponent * 10 + (text[k] - '0'), 100000);
+    }
+  }
+  if (plain || significant == 0) return;  // a run of digits, or zero
+  const int power = scale + (negative_exponent ? -exponent : exponent);
+  static constexpr double powers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (significant <= 15 && power >= 0 && power <= 22) {
+    sink.add(static_cast<double>(mantissa) * powers[power]);
+  } else if (significant <= 15 && power < 0 && power >= -22) {
+    sink.add(static_cast<double>(mantissa) / powers[-power]);
+  } else if (significant + power > -400 && significant + power < 400) {  // else far from 1..2^31
+    std::string& clean = sink.scratch;
+    clean.clear();
+    for (std::size_t i = at; i < k; ++i)
+      if (text[i] != '_') clean += text[i];
+    sink.add(std::strtod(clean.c_str(), nullptr));
+  }
+}
+
+/// Every number in `text` (a value's piece, escapes decoded): each run of decimal digits
+/// (`0506` is 506), and each number JavaScript could read starting at a digit or a dot that
+/// does not continue one (read_number_at).
+void read_numbers(std::string_view text, PidSink& sink) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const char before = i > 0 ? text[i - 1] : ' ';
+    if (is_digit(c) && !is_digit(before)) {
+      std::size_t end = i;
+      std::int64_t value = 0;
+      for (; end < text.size() && is_digit(text[end]); ++end)
+        value = std::min<std::int64_t>(value * 10 + (text[end] - '0'), std::int64_t{1} << 40);
+      sink.add(static_cast<double>(value));
+    }
+    const bool starts = is_digit(c) ? !is_digit(before) && before != '_' && before != '.'
+                                    : c == '.' && i + 1 < text.size() && is_digit(text[i + 1]) &&
+                                          !is_digit(before) && before != '_';
+    if (starts) read_number_at(text, i, sink);
+  }
+}
+
+/// `pid` in any letter case.
+bool is_pid_key(std::string_view text) {
+  return text.size() == 3 && (text[0] | 0x20) == 'p' && (text[1] | 0x20) == 'i' && (text[2] | 0x20) == 'd';
+}
+
+/// What a character is to the scanner.
+enum class CharClass : std::uint8_t { other, word, colon, open, close, quote, slash };
+
+constexpr std::array<CharClass, 256> char_class = [] {
+  std::array<CharClass, 256> table{};
+  for (int c = 0; c < 128; ++c)
+    if (word_char(static_cast<char>(c))) table[static_cast<std::size_t>(c)] = CharClass::word;
+  table[':'] = CharClass::colon;
+  table['{'] = table['['] = CharClass::open;
+  table['}'] = table[']'] = CharClass::close;
+  table['"'] = table['\''] = table['`'] = CharClass::quote;
+  table['/'] = CharClass::slash;
+  return table;
+}();
+
+/// One pass of the scanner over `text` (UTF-8). The text is cut into pieces: quoted strings
+/// (`"`, `'` or `` ` ``, to the closing quote or the end) and unquoted words (word_char),
+/// each with its escapes decoded; `{` `[` and `}` `]` count the depth; `/*...*/` and
+/// `//...` comments, whitespace, commas and anything else only separate pieces. A piece
+/// followed by `:` is a key when it is key-like (a string, or a word that begins as an
+/// identifier: `{20506:1}` is read as a value). A `blind` pass sees no strings and no
+/// comments (quotes, `/` and `*` only separate), so a lost or extra quote cannot hide a key.
+///
+/// A piece spelled `pid` in any letter case (a key, or any piece at all: `{"pid" 2050}`)
+/// opens a pid value at its depth. The value runs to the next key at that depth or
+/// shallower (the next member of its object or of an enclosing one), or to the end of the
+/// text: keys inside the value (`{"pid":{"value":2050}}`) do not end it, and are read as
+/// part of it. Every piece inside a value is read for numbers (read_numbers); the key that
+/// ends it is not.
+void scan_pass(std::string_view text, bool blind, PidSink& sink) {
+  std::int64_t depth = 0;
+  bool in_value = false;
+  std::int64_t value_depth = 0;  // the depth of the outermost open pid key
+  std::string piece;
+  bool pending = false, key_like = false;
+  std::int64_t piece_depth = 0;
+
+  auto settle = [&](bool before_colon) {
+    if (!pending) return;
+    pending = false;
+    const bool key = before_colon && key_like;
+    if (in_value && (!key || piece_depth > value_depth)) read_numbers(piece, sink);
+    if (key && in_value && piece_depth <= value_depth) in_value = false;
+    if (is_pid_key(piece)) {
+      value_depth = in_value ? std::min(value_depth, piece_depth) : piece_depth;
+      in_value = true;
+    }
+  };
+  auto begin_piece = [&](bool looks_like_key) {
+    settle(false);
+    piece.clear();
+    pending = true;
+    key_like = looks_like_key;
+    piece_depth = depth;
+  };
+
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const char c = text[i];
+    switch (char_class[static_cast<unsigned char>(c)]) {
+      case CharClass::other:  // whitespace, a comma, a control, non-ASCII, other punctuation
+        ++i;
+        break;
+      case CharClass::colon:
+        settle(true);
+        ++i;
+        break;
+      case CharClass::open:
+      case CharClass::close:
+        settle(false);
+        depth += c == '{' || c == '[' ? 1 : -1;
+        ++i;
+        break;
+      case CharClass::quote:
+        if (blind) {
+          ++i;
+          break;
+        }
+        begin_piece(true);
+        for (++i; i < n && text[i] != c;) {
+          if (text[i] == '\\') i = decode_escape(text, i, piece);
+          else piece += text[i++];
+        }
+        if (i < n) ++i;  // the closing quote
+        break;
+      case CharClass::slash:
+        if (!blind && i + 1 < n && text[i + 1] == '*') {
+          const std::size_t end = text.find("*/", i + 2);
+          i = end == std::string_view::npos ? n : end + 2;
+        } else if (!blind && i + 1 < n && text[i + 1] == '/') {
+          const std::size_t end = text.find('\n', i + 2);
+          i = end == std::string_view::npos ? n : end + 1;
+        } else {
+          ++i;
+        }
+        break;
+      case CharClass::word: {
+        begin_piece(is_letter(c) || c == '_' || c == '$' || c == '\\');
+        std::size_t end = i;
+        while (end < n && char_class[static_cast<unsigned char>(text[end])] == CharClass::word &&
+               text[end] != '\\')
+          ++end;
+        piece.append(text, i, end - i);
+        i = end;
+        if (i < n && text[i] == '\\') {
+          while (i < n && char_class[static_cast<unsigned char>(text[i])] == CharClass::word) {
+            if (text[i] == '\\') i = decode_escape(text, i, piece);
+            else piece += text[i++];
+          }
+        }
+        break;
+      }
+    }
+  }
+  settle(false);
+}
+
+/// `bytes` from `offset` decoded as UTF-16 (`width` 2) or UTF-32 (`width` 4), little- or
+/// big-endian, for the scanner: ASCII as itself, and every other character (a pair of
+/// surrogates, an unpaired one, a value past U+10FFFF, a cut unit) as one byte 0x80, which
+/// like any non-ASCII character never spells a key or a digit.
+std::string decode_wide(std::string_view bytes, std::size_t offset, std::size_t width, bool little) {
+  std::string out;
+  out.reserve(bytes.size() / width + 1);
+  std::size_t at = offset;
+  for (; at + width <= bytes.size(); at += width) {
+    std::uint32_t value = 0;
+    for (std::size_t k = 0; k < width; ++k)
+      value = (value << 8) | static_cast<unsigned char>(bytes[at + (little ? width - 1 - k : k)]);
+    out += value < 0x80 ? static_cast<char>(value) : '\x80';
+  }
+  if (at < bytes.size()) out += '\x80';
+  return out;
 }
 
 }  // namespace
 
 std::vector<double> named_pids(std::string_view bytes) {
-  std::string text = utf8_with_replacement(bytes);
-  std::vector<std::string> found;
-  json::parse_options options;
-  options.max_depth = text.size() + 1;
-  options.allow_invalid_utf8 = true;
-  json::basic_parser<PidCollector> parser(options);
-  parser.handler().values = &found;
-  json::error_code error;
-  parser.write_some(false, text.data(), text.size(), error);  // the valid prefix's members
-  scan_pid_members(text, found);
-  std::vector<double> pids;
-  for (const std::string& value : found)
-    if (auto pid = pid_value(value)) pids.push_back(*pid);
+  PidSink sink;
+  auto scan = [&](std::string_view text) {
+    scan_pass(text, false, sink);
+    scan_pass(text, true, sink);
+  };
+  scan(utf8_with_replacement(bytes));
+  // UTF-16 and UTF-32, either byte order, when a BOM begins the bytes or any NUL byte is in
+  // them (their pattern: ASCII text in them is mostly NULs); at every alignment, so a stray
+  // byte before the text (a UTF-8 BOM in front of a UTF-16 one) does not hide it.
+  const bool wide = bytes.find('\0') != std::string_view::npos || bytes.starts_with("\xFF\xFE") ||
+                    bytes.starts_with("\xFE\xFF");
+  if (wide) {
+    for (std::size_t width : {2u, 4u})
+      for (std::size_t offset = 0; offset < width; ++offset)
+        for (bool little : {true, false}) scan(decode_wide(bytes, offset, width, little));
+  }
+  std::vector<double>& pids = sink.pids;
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  return pids;
+  return std::move(pids);
 }
 
 OwnerRead read_owner(System& system, const std::string& lock, std::uint32_t uid) {

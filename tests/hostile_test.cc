@@ -81,8 +81,13 @@ TEST_CASE("hostile owner records: a verdict each, nothing outside touched, --for
          write_file(h.lock + "/owner.json", "{");
          REQUIRE(::truncate((h.lock + "/owner.json").c_str(), 1LL << 30) == 0);
        }, "malformed", "owner-too-large", false},
+      // 1e400 is no process, but each run of digits in a pid's value is read too (PROTOCOL.md
+      // section 10): it names 1, alive, and 400.
       {"pid 1e400", [](Hostile& h) { make_entry(h.dir, h.name, R"({"pid":1e400,"token":"t"})"); },
-       "malformed", "pid-not-positive-integer", true},  // 1e400 >= 2^31: no process
+       "live-malformed", "pid-not-positive-integer", false},
+      {"pid -<dead pid>", [](Hostile& h) {
+         make_entry(h.dir, h.name, "{\"pid\":-" + std::to_string(dead_pid()) + ",\"token\":\"t\"}");
+       }, "malformed", "pid-not-positive-integer", true},  // its digits name only a dead pid
       {"the lock is a symlink to a directory outside", [](Hostile& h) {
          REQUIRE(::symlink(h.outside.c_str(), h.lock.c_str()) == 0);
        }, "malformed", "lock-symlink", false},

@@ -22,6 +22,7 @@
 
 #include "apnea_locks/names.h"
 #include "area_builder.h"
+#include "pid_spellings.h"
 #include "reliability_util.h"
 #include "run_test_util.h"
 
@@ -186,6 +187,57 @@ TEST_CASE("a live holder's lock, its record mutated in place, survives every rec
       }
     }
   }
+}
+
+TEST_CASE("a lock naming a live process in any damaged spelling survives reclaim --force") {
+  // PROTOCOL.md section 10: a record names every pid it could mean. Each spelling names a
+  // live process that is no possible owner (a child of this test, not a runtime), started
+  // before the locks were written (so no clock calls its pid reused). Each spelling is
+  // written twice: as it is, and followed by a member naming a dead pid, so that the record
+  // names a pid however it is read and a missed live pid would let --force remove the lock
+  // at once (a record naming no pid waits for --guard-age instead). The refusal may name
+  // another blocker: each run of digits is a pid too (0x501a names 501 as well).
+  Sleeper live;
+  REQUIRE(live.ok());
+  const pid_t dead = dead_pid();
+  const std::string dead_member = "{\"pid\":" + std::to_string(dead) + "}";
+  Scratch scratch;
+  const std::string dir = scratch.locks;
+  make_dir(dir);
+  auto reclaim = [&](const std::string& lock) {
+    return finish({locks_bin(), "reclaim", "--lock-dir", dir, "--force", "--yes", lock}, {}, 60s);
+  };
+
+  // The control: a malformed record naming only the dead pid is removed by --force. Were it
+  // refused (a possible owner alive on this machine), the rows below would be refused
+  // whatever named_pids read.
+  const std::string control = dir + "/" + fake_lock_name("control");
+  make_entry(dir, control.substr(dir.size() + 1), dead_member);
+  const Finished removed = reclaim(control);
+  const bool discriminating = removed.status == 0 && !exists(control);
+  if (!discriminating)
+    MESSAGE("reclaim --force kept a lock naming only a dead pid (a possible owner alive?): the rows "
+            "below cannot tell a missed pid from another refusal\n"
+            << removed.out << removed.err);
+
+  int rows = 0;
+  for (const PidSpelling& spelling : pid_spellings(live.pid())) {
+    for (const bool with_dead : {false, true}) {
+      const std::string what = std::string(spelling.what) + (with_dead ? ", then a dead pid" : "");
+      CAPTURE(what);
+      const std::string bytes = with_dead ? spelling.bytes + dead_member : spelling.bytes;
+      const std::string lock = dir + "/" + fake_lock_name(what);
+      make_entry(dir, lock.substr(dir.size() + 1), bytes);
+      const Finished done = reclaim(lock);
+      CAPTURE(done.out);
+      CAPTURE(done.err);
+      REQUIRE(done.status.has_value());
+      CHECK_MESSAGE(*done.status != 0, "reclaim --force did not refuse: " << what);
+      CHECK_MESSAGE(exists(lock), "a live process's lock was removed: " << what);
+      ++rows;
+    }
+  }
+  MESSAGE(rows << " locks naming live pid " << live.pid() << ", discriminating: " << discriminating);
 }
 
 TEST_CASE("durations cannot be abused: out-of-range values are usage errors that remove nothing") {

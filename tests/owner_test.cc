@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "detail/owner.h"
+#include "pid_spellings.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
@@ -368,20 +370,98 @@ TEST_CASE("named_pids: every pid a record could mean (the never-live rule)") {
   CHECK(named_pids(R"({"a":{"b":[{"pid":9}]},"token":"t"})") == V{9});  // any depth
   CHECK(named_pids(R"({"pid":"123","token":"t"})") == V{123});          // decimal string
   CHECK(named_pids(R"({"p\u0069d":77})") == V{77});                     // escaped key
-  CHECK(named_pids(R"({"pid":1e3})") == V{1000});
+  // Each run of digits counts too: 1e3 names 1 and 3 besides 1000.
+  CHECK(named_pids(R"({"pid":1e3})") == V{1, 3, 1000});
   CHECK(named_pids(R"({"pid":5}{"pid":6})") == V{5, 6});                // a second value
   CHECK(named_pids("{\"pid\":42,\"token\":\"\xff\xfe\"}") == V{42});      // invalid UTF-8
   std::string deep;
   for (int i = 0; i < 1500; ++i) deep += "[";
   deep += R"({"pid":31})";
   CHECK(named_pids(deep) == V{31});
-  // What cannot name a process is left out; only 1..2^31-1 ever reaches kill().
-  CHECK(named_pids(R"({"pid":-5})").empty());
+  // Only 1..2^31-1 ever reaches kill() (kill(-5, 0) would probe process group 5); the
+  // digits of a negative number or a fraction still name pids (each run of digits).
+  CHECK(named_pids(R"({"pid":-5})") == V{5});
   CHECK(named_pids(R"({"pid":0})").empty());
-  CHECK(named_pids(R"({"pid":1.5})").empty());
+  CHECK(named_pids(R"({"pid":1.5})") == V{1, 5});
   CHECK(named_pids(R"({"pid":"abc"})").empty());
   CHECK(named_pids("").empty());
   CHECK(named_pids("\x01\x02 binary").empty());
   CHECK(named_pids(R"({"token":"t"})").empty());
-  CHECK(named_pids(R"({"pid":99999999999})") == V{99999999999.0});  // out of range: kept
+  CHECK(named_pids(R"({"pid":99999999999})").empty());  // out of range: left out
+  CHECK(named_pids(R"({"pid":2147483648})").empty());
+  CHECK(named_pids(R"({"pid":2147483647})") == V{2147483647});
+  // Not in a pid member: not named.
+  CHECK(named_pids(R"({"token":"20506"})").empty());
+  CHECK(named_pids(R"({"x":20506,"pid":1})") == V{1});
+  CHECK(named_pids(R"({"pid":1,"x":20506})") == V{1});
+  CHECK(named_pids(R"({"pid":1,"v2":3,"token":"t"})") == V{1});  // the next key is not read
+  CHECK(named_pids(R"({"a":{"pid":1},"b":20506})") == V{1});   // its object ended
+  CHECK(named_pids(R"({"pid":1,"token":"pid"})") == V{1});
+  CHECK(named_pids(R"({"ppid":20506,"pid_file":"x20506"})").empty());
+}
+
+TEST_CASE("named_pids: every damaged spelling of a pid names it") {
+  struct Row {
+    const char* what;
+    std::string bytes;
+    std::vector<double> must_include;
+  };
+  std::vector<Row> rows;
+  for (auto& spelling : apnea_locks::testing::pid_spellings(20506))
+    rows.push_back({.what = spelling.what, .bytes = std::move(spelling.bytes), .must_include = {20506}});
+  // Each number of the value, read as every JavaScript form and as each run of digits.
+  rows.push_back({.what = "exponent: the form and its runs of digits",
+                  .bytes = R"({"pid":2.0506e4})",
+                  .must_include = {2, 4, 506, 20506}});
+  rows.push_back({.what = "hexadecimal: the form and its runs of digits",
+                  .bytes = R"({"pid":0x5016})",
+                  .must_include = {5016, 0x5016}});
+  rows.push_back({.what = "several numbers in one value",
+                  .bytes = R"({"pid":[20506, "7 8"], "token":"t"})",
+                  .must_include = {7, 8, 20506}});
+  rows.push_back({.what = "a key inside the value is inside the value",
+                  .bytes = R"({"pid":{"20506":true}})",
+                  .must_include = {20506}});
+  rows.push_back({.what = "a pid key inside a pid value",
+                  .bytes = R"({"pid":{"pid":20506,"x":7}})",
+                  .must_include = {7, 20506}});
+  std::vector<std::string> missed;
+  for (const Row& row : rows) {
+    const std::string what = row.what;
+    CAPTURE(what);
+    const std::vector<double> named = named_pids(row.bytes);
+    bool all = true;
+    for (double pid : row.must_include)
+      all = all && std::find(named.begin(), named.end(), pid) != named.end();
+    if (!all) missed.push_back(row.what);
+    CHECK_MESSAGE(all, "named_pids misses a pid of: " << row.what);
+    // Only integers 1..2^31-1 ever come out (kill(-5, 0) would probe a process group).
+    for (double pid : named) CHECK((pid >= 1 && pid <= 2147483647.0 && pid == static_cast<std::int64_t>(pid)));
+  }
+  std::string list;
+  for (const auto& what : missed) list += "\n  " + what;
+  MESSAGE(rows.size() << " rows, " << missed.size() << " missed" << list);
+}
+
+TEST_CASE("named_pids: 1 MiB records finish without deep recursion or quadratic work") {
+  const std::size_t mib = std::size_t{1} << 20;
+  CHECK(named_pids(std::string(mib, '[')).empty());
+  CHECK(named_pids(std::string(mib, '{')).empty());
+  CHECK(named_pids(R"({"pid":)" + std::string(mib - 8, '[') + "7").size() == 1);
+  std::string keys = "{";
+  for (int i = 0; i < 100000; ++i) keys += R"("pid":1,)";
+  CHECK(named_pids(keys) == std::vector<double>{1});
+  std::string many = "{";
+  for (int i = 1; many.size() < mib; ++i) many += "pid:" + std::to_string(i) + ",";
+  CHECK(named_pids(many).size() > 100000);
+  // Each a worst case for one part of the scanner: runs of digits, separators, exponents,
+  // hexadecimal digits, escapes, an unterminated string or comment, NUL bytes (every
+  // decoding), unpaired surrogates.
+  for (const std::string& unit : {std::string("1"), std::string("1_"), std::string("1e"), std::string("0x"),
+                                  std::string("\\u0031"), std::string("\\"), std::string("/*"),
+                                  std::string("\"'"), std::string(1, '\0'), std::string("\xD8\x00", 2)}) {
+    std::string value = R"({"pid":")";
+    while (value.size() < mib) value += unit;
+    CHECK(named_pids(value).size() <= 4);
+  }
 }

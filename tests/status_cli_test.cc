@@ -202,7 +202,8 @@ struct Zoo {
     live_malformed(lock("dirmode", owner_json(me), 0755), "lock-mode-0755");
     live_malformed(lock("syntax", "{\"pid\":1,"), "json-syntax");
     live_malformed(lock("notoken", "{\"pid\":1}"), "token-missing");
-    malformed(lock("badpid", "{\"pid\":-1,\"token\":\"t\"}"), "pid-not-positive-integer");
+    // -0 names no pid however it is read (each run of digits too: -1 would name pid 1).
+    malformed(lock("badpid", "{\"pid\":-0,\"token\":\"t\"}"), "pid-not-positive-integer");
     live_malformed(lock("toolarge", std::string(5000, ' ') + owner_json(me)), "owner-too-large");
     expect.push_back({lock("deadmode", owner_json(dead), 0700, 0644), "malformed", "owner-mode-0644",
                       "malformed", true, false, force});

@@ -73,12 +73,16 @@ struct OwnerRejection {
 /// Pure: no I/O.
 std::expected<Owner, OwnerRejection> decode_owner(std::string_view bytes);
 
-/// Every pid an owner record could mean (PROTOCOL.md section 10, the never-live rule): the
-/// value of each `pid` member at any depth (duplicates included, escaped keys too), as a
-/// number or a decimal string, found in the longest valid JSON prefix by a parser without a
-/// depth limit and anywhere in the text by a lexical scan (so trailing bytes, a BOM or a
-/// second value still name their pids). Invalid UTF-8 becomes U+FFFD first. Values that
-/// cannot name a process (not a positive integer) are left out. Pure.
+/// Every pid an owner record could mean (PROTOCOL.md section 10, the never-live rule), read
+/// as leniently as any program that wrote or mangled it could have meant it, by a scanner
+/// without a parser's depth limit or failure: the bytes as UTF-8 (U+FFFD for invalid
+/// sequences) and, when they begin with a UTF-16 BOM or hold a NUL byte, also as UTF-16 and
+/// UTF-32 of either byte order; every key spelled `pid` in any letter case once escapes are
+/// decoded, quoted with `"`, `'` or not at all, at any depth, after a syntax error too; and
+/// in its value, up to the next key of its object or of an enclosing one (or the end), every
+/// number as JavaScript could read it (`2.0506e4`, `0x501a`, `20_506`) and each run of
+/// digits (`"-5"` names 5). Over-naming only makes the tool more careful. Only integers
+/// 1..2^31-1 are returned, sorted, without duplicates. Linear in the size. Pure.
 std::vector<double> named_pids(std::string_view bytes);
 
 /// UTF-8 decoding as Node's `Buffer.toString("utf8")`: each maximal invalid subpart
