@@ -218,8 +218,13 @@ Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const Remova
   if (!flags.force || young)
     return refuse(fmt::format("{} names no pid (no writer to prove dead) and changed {} ago{}", what,
                               seconds_text(std::max<std::int64_t>(age, 0)), void_clock_note(verdict)),
-                  fmt::format("reclaim --force removes it once it is older than --guard-age {}",
-                              seconds_text(flags.guard_age_ns)));
+                  verdict.clock_void_why.empty()
+                      ? fmt::format("reclaim --force removes it once it is older than --guard-age {}",
+                                    seconds_text(flags.guard_age_ns))
+                      // No age ever counts: the tool cannot act, the operator can.
+                      : fmt::format("check that no Apnea process of this account runs (ps -u "
+                                    "\"$(id -u)\" -o pid,stat,lstart,args), then rm -r -- {}",
+                                    shell_word(facts.path)));
   if (auto blocked = changed_record_blocks(verdict, flags)) return *blocked;
   std::vector<std::string> trusts{std::string(trust_ownerless)};
   if (verdict.record_changed) trusts.emplace_back(trust_runtime);

@@ -349,9 +349,24 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
   }
 
   // A minute after the first two were staged: the runbook's waits are over.
-  empty.run_blocks(blocks, true);
+  if (machine_clock_void(guard.lock.substr(0, guard.lock.rfind('/')))) {
+    // No age counts while the clock is void: the runbook's `reclaim --force` after the wait
+    // is refused, saying so, and its next step is done by hand (no Apnea runs here).
+    MESSAGE("the clock is void: the empty-record and guard incidents end by the refusal's next step");
+    for (Incident* i : {&empty, &guard}) {
+      const Finished refused = finish(
+          {"sh", "-c", "apnea-locks reclaim --force --yes --guard-age 1m " + shell_quote(i->lock)}, i->env);
+      CAPTURE(refused.out);
+      CHECK(refused.status == 1);
+      CHECK(refused.out.find("the clock is void") != std::string::npos);
+    }
+    std::filesystem::remove_all(empty.lock);
+    REQUIRE(::rmdir((guard.lock + ".reclaim").c_str()) == 0);
+  } else {
+    empty.run_blocks(blocks, true);
+    guard.run_blocks(blocks, true);
+  }
   empty.apnea_acquires();
-  guard.run_blocks(blocks, true);
   CHECK_FALSE(exists(guard.lock + ".reclaim"));
   guard.apnea_acquires();
 }
