@@ -152,8 +152,11 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
                             : (facts.owner && facts.owner->owner_stat ? facts.owner->owner_stat->mtime_ns : 0);
   for_each_named(facts, [&](double pid, const ProcessFacts& process) {
     const DeathJudgement judged =
-        judge_death(process, policy.host, policy.area_uid, written, policy.reuse_tolerance_ns);
+        judge_death(process, policy.host, policy.area_uid, written, policy.reuse_tolerance_ns,
+                    policy.not_owners);
     DeathJudgement& all = verdict.death;
+    if (!all.operator_exempt) all.operator_exempt = judged.operator_exempt;
+    if (!all.word_mismatch) all.word_mismatch = judged.word_mismatch;
     all.uses_clock = all.uses_clock || judged.uses_clock;
     all.uses_visibility = all.uses_visibility || judged.uses_visibility;
     all.clock_void = all.clock_void || judged.clock_void;
@@ -226,6 +229,10 @@ void judge_possible_owners(const OwnerRead& read, const ClassifyPolicy& policy, 
   const bool clock_trusted = !policy.host.clock_void();
   for (const ProcessInfo& process : *policy.runtimes) {
     if (process.uid != policy.area_uid) continue;
+    if (std::ranges::any_of(policy.not_owners, [&](const NotOwner& word) { return names_process(word, process); })) {
+      verdict.operator_cleared.push_back(process);  // the operator's word: not this lock's Apnea
+      continue;
+    }
     if (!clock_trusted || process.start_time_ns <= 0 || process.start_time_ns <= made + minute_ns) {
       verdict.possible_owner = process;
       return;

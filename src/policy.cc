@@ -67,21 +67,36 @@ std::string carrier_text(const ProcessInfo& info) {
   if (info.nspid.size() > 1) text += fmt::format(" (NSpid {})", fmt::join(info.nspid, " "));
   if (info.uids_known) text += fmt::format(" uid {}", info.uids[0]);
   if (!info.command.empty()) text += fmt::format(" '{}'", info.command);
+  if (info.start_time_ns > 0) text += fmt::format(" started {}", utc_second_text(info.start_time_ns));
   return text;
+}
+
+/// The operator's way out for a process the refusal names (PROTOCOL.md section 10): "" when
+/// it cannot be named (start time unknown).
+std::string not_owner_step(const ProcessInfo& process, const EntryFacts& facts) {
+  const std::string word = not_owner_text(process);
+  if (word.empty()) return {};
+  return fmt::format("; if pid {0} is not this lock's Apnea (ps -o pid,lstart,args -p {0}), "
+                     "say so: apnea-locks reclaim --force --not-owner {1} {2}",
+                     process.pid, word, shell_word(facts.path));
 }
 
 /// What blocks an entry whose named pids are not all proven dead.
 std::string alive_blocker(const Verdict& verdict) {
-  if (verdict.death.blocker)
-    return fmt::format("{} may be its writer and is alive", carrier_text(*verdict.death.blocker));
+  if (verdict.death.blocker) {
+    std::string text = fmt::format("{} may be its writer and is alive", carrier_text(*verdict.death.blocker));
+    if (verdict.death.word_mismatch && verdict.death.word_mismatch->pid == verdict.death.blocker->pid)
+      text += " (its start time is not the one given to --not-owner: the pid was reused since)";
+    return text;
+  }
   return fmt::format("its owner pid {} is not proven dead ({})", verdict.blocking_pid, verdict.reason);
 }
 
 std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
   if (verdict.death.blocker) {
     return fmt::format("if pid {0} is a stuck Apnea, stop it (kill {0}), then run reclaim again; "
-                       "otherwise the lock is in use",
-                       verdict.death.blocker->pid);
+                       "otherwise the lock is in use{1}",
+                       verdict.death.blocker->pid, not_owner_step(*verdict.death.blocker, facts));
   }
   return fmt::format("make sure no process with pid {} writes {}, then run reclaim again",
                      verdict.blocking_pid, facts.path);
@@ -145,7 +160,8 @@ std::optional<Decision> unprovable(const EntryFacts& facts, const Verdict& verdi
 /// section 10): without --force, the change itself; with it, a possible owner alive, or a
 /// process table that could not be read. Nothing when the record is unchanged, or when
 /// --force may go on (then trusting that Apnea runs only in a recognised runtime).
-std::optional<Decision> changed_record_blocks(const Verdict& verdict, const RemovalFlags& flags) {
+std::optional<Decision> changed_record_blocks(const EntryFacts& facts, const Verdict& verdict,
+                                              const RemovalFlags& flags) {
   if (!verdict.record_changed) return std::nullopt;
   if (!flags.force)
     return refuse("its owner record changed after it was published (record-changed): a changed "
@@ -163,14 +179,20 @@ std::optional<Decision> changed_record_blocks(const Verdict& verdict, const Remo
                               "was made)",
                               carrier_text(*verdict.possible_owner)),
                   fmt::format("if pid {0} is not this lock's Apnea (ps -o pid,lstart,args -p {0}), "
-                              "end it or wait for it to exit, then run reclaim --force again",
-                              verdict.possible_owner->pid));
+                              "end it or wait for it to exit, then run reclaim --force again{1}",
+                              verdict.possible_owner->pid, not_owner_step(*verdict.possible_owner, facts)));
   return std::nullopt;
 }
 
 /// The trusts a --force removal on `verdict`'s proof rests on.
 std::vector<std::string> trusts_of(const Verdict& verdict) {
   std::vector<std::string> trusts;
+  if (verdict.death.operator_exempt)
+    trusts.push_back(fmt::format("the operator's word (--not-owner) that {} is not this lock's Apnea",
+                                 carrier_text(*verdict.death.operator_exempt)));
+  for (const ProcessInfo& cleared : verdict.operator_cleared)
+    trusts.push_back(fmt::format("the operator's word (--not-owner) that {} is not this lock's Apnea",
+                                 carrier_text(cleared)));
   if (verdict.death.uses_clock) trusts.emplace_back(trust_clock);
   if (verdict.death.uses_visibility) trusts.emplace_back(trust_visibility);
   if (verdict.record_changed) trusts.emplace_back(trust_runtime);
@@ -179,9 +201,9 @@ std::vector<std::string> trusts_of(const Verdict& verdict) {
 
 /// The decision for an entry whose record names pids, all of them proven dead (certain or
 /// evidence), removed as `kind`.
-Decision proven_dead(const Verdict& verdict, const RemovalFlags& flags, RemovalKind kind,
-                     bool force_only) {
-  if (auto blocked = changed_record_blocks(verdict, flags)) return *blocked;
+Decision proven_dead(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags,
+                     RemovalKind kind, bool force_only) {
+  if (auto blocked = changed_record_blocks(facts, verdict, flags)) return *blocked;
   const std::string_view proof = proof_name(verdict.proof);
   if (verdict.proof_class == ProofClass::certain && !force_only)
     return remove(kind, fmt::format("{} (certain)", proof));
@@ -225,7 +247,7 @@ Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const Remova
                       : fmt::format("check that no Apnea process of this account runs (ps -u "
                                     "\"$(id -u)\" -o pid,stat,lstart,args), then rm -r -- {}",
                                     shell_word(facts.path)));
-  if (auto blocked = changed_record_blocks(verdict, flags)) return *blocked;
+  if (auto blocked = changed_record_blocks(facts, verdict, flags)) return *blocked;
   std::vector<std::string> trusts{std::string(trust_ownerless)};
   if (verdict.record_changed) trusts.emplace_back(trust_runtime);
   return remove(kind, fmt::format("{} names no pid, unchanged for {}", what, seconds_text(age)),
@@ -363,12 +385,12 @@ Decision decide_lock(const EntryFacts& facts, const Verdict& verdict, const Remo
   if (auto refused = unprovable(facts, verdict)) return *refused;
   if (auto blocked = guard_blocks(facts, verdict, flags)) return *blocked;
   if (verdict.state == EntryState::stale)
-    return proven_dead(verdict, flags, RemovalKind::lock_owner, false);
+    return proven_dead(facts, verdict, flags, RemovalKind::lock_owner, false);
   if (verdict.state == EntryState::malformed) {
     if (verdict.pidless)
       return ownerless(facts, verdict, flags, now_ns, RemovalKind::lock_malformed,
                        fmt::format("its malformed owner record ({})", verdict.failed_check));
-    return proven_dead(verdict, flags, RemovalKind::lock_malformed, true);
+    return proven_dead(facts, verdict, flags, RemovalKind::lock_malformed, true);
   }
   return keep(verdict.reason);
 }
@@ -390,7 +412,7 @@ Decision decide_transient(const EntryFacts& facts, const Verdict& verdict, const
     if (auto blocked = guard_blocks(facts, verdict, flags)) return *blocked;
   }
   if (verdict.pidless) return ownerless(facts, verdict, flags, now_ns, RemovalKind::debris, "a " + what + " that");
-  return proven_dead(verdict, flags, RemovalKind::debris, false);
+  return proven_dead(facts, verdict, flags, RemovalKind::debris, false);
 }
 
 }  // namespace

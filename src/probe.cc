@@ -339,16 +339,97 @@ std::string_view proof_name(DeathProof proof) {
     case DeathProof::pid_is_kernel_thread: return "pid-is-kernel-thread";
     case DeathProof::pid_reused: return "pid-reused";
     case DeathProof::predates_boot: return "predates-boot";
+    case DeathProof::operator_word: return "operator";
   }
   return "none";
 }
 
+namespace {
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+}
+}  // namespace
+
+std::string utc_second_text(std::int64_t ns) {
+  std::int64_t seconds = ns / 1'000'000'000;
+  if (ns < 0 && ns % 1'000'000'000 != 0) --seconds;  // rounded down
+  std::int64_t days = seconds / 86400;
+  std::int64_t rest = seconds % 86400;
+  if (rest < 0) {
+    rest += 86400;
+    --days;
+  }
+  // civil_from_days (Howard Hinnant).
+  days += 719468;
+  const std::int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+  const auto doe = static_cast<unsigned>(days - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  const unsigned d = doy - (153 * mp + 2) / 5 + 1;
+  const unsigned m = mp < 10 ? mp + 3 : mp - 9;
+  const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", y, m, d, rest / 3600, rest / 60 % 60, rest % 60);
+}
+
+std::optional<NotOwner> parse_not_owner(std::string_view text) {
+  const std::size_t at = text.find('@');
+  if (at == std::string_view::npos || at == 0 || at > 10) return std::nullopt;
+  NotOwner word;
+  const std::string_view pid = text.substr(0, at);
+  if (!std::all_of(pid.begin(), pid.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  auto [end, error] = std::from_chars(pid.data(), pid.data() + pid.size(), word.pid);
+  if (error != std::errc() || end != pid.data() + pid.size() || word.pid < 1 || word.pid > 2147483647)
+    return std::nullopt;
+  // YYYY-MM-DDTHH:MM:SSZ, exactly.
+  const std::string_view when = text.substr(at + 1);
+  if (when.size() != 20 || when[4] != '-' || when[7] != '-' || when[10] != 'T' || when[13] != ':' ||
+      when[16] != ':' || when[19] != 'Z')
+    return std::nullopt;
+  auto number = [&](std::size_t from, std::size_t length) -> std::optional<unsigned> {
+    unsigned value = 0;
+    for (std::size_t i = from; i < from + length; ++i) {
+      if (when[i] < '0' || when[i] > '9') return std::nullopt;
+      value = value * 10 + static_cast<unsigned>(when[i] - '0');
+    }
+    return value;
+  };
+  const auto y = number(0, 4), mo = number(5, 2), d = number(8, 2), h = number(11, 2),
+             mi = number(14, 2), se = number(17, 2);
+  if (!y || !mo || !d || !h || !mi || !se || *y < 1970 || *mo < 1 || *mo > 12 || *d < 1 ||
+      *h > 23 || *mi > 59 || *se > 59)
+    return std::nullopt;
+  const std::int64_t days = days_from_civil(*y, *mo, *d);
+  // A day that does not exist (31 April) comes back as another date.
+  if (utc_second_text(days * 86'400'000'000'000).substr(0, 10) != when.substr(0, 10)) return std::nullopt;
+  word.start_s = days * 86400 + *h * 3600 + *mi * 60 + *se;
+  return word;
+}
+
+std::string not_owner_text(const ProcessInfo& process) {
+  if (process.start_time_ns <= 0 || process.pid <= 0) return {};
+  return fmt::format("{}@{}", process.pid, utc_second_text(process.start_time_ns));
+}
+
+bool names_process(const NotOwner& word, const ProcessInfo& process) {
+  return process.start_time_ns > 0 && word.pid == process.pid &&
+         word.start_s == process.start_time_ns / 1'000'000'000;
+}
+
 bool detail::proof_is_certain(DeathProof proof) {
-  return proof != DeathProof::none && !clock_proof(proof);
+  return proof != DeathProof::none && proof != DeathProof::operator_word && !clock_proof(proof);
 }
 
 DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
-                           std::int64_t written_ns, std::int64_t tolerance_ns) {
+                           std::int64_t written_ns, std::int64_t tolerance_ns,
+                           std::span<const NotOwner> not_owners) {
   DeathJudgement judged;
   judged.remote_filesystem = !host.local_filesystem;
   const bool sees_everything =
@@ -358,7 +439,8 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
     judged.reason = reason;
     judged.uses_clock = clock_proof(reason);
     judged.uses_visibility = !sees_everything || (needs_view && !facts.namespace_view_read);
-    const bool certain = !judged.uses_clock && !judged.uses_visibility && host.local_filesystem;
+    const bool certain = !judged.uses_clock && !judged.uses_visibility && host.local_filesystem &&
+                         reason != DeathProof::operator_word;
     judged.proof = certain ? ProofClass::certain : ProofClass::evidence;
     return judged;
   };
@@ -381,6 +463,19 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
   auto examine = [&](const ProcessInfo& carrier, std::int64_t carrier_pid) {
     DeathProof proof = certain_exclusion(carrier, carrier_pid, host, area_uid);
     if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance);
+    // The operator's word covers a carrier nothing else excludes (or only void clock
+    // evidence does), and only the process it names: same pid, same start.
+    if (proof == DeathProof::none || (clock_proof(proof) && !clock_counts)) {
+      for (const NotOwner& word : not_owners) {
+        if (word.pid != carrier_pid) continue;
+        if (names_process(word, carrier)) {
+          proof = DeathProof::operator_word;
+          judged.operator_exempt = carrier;
+        } else if (!judged.word_mismatch) {
+          judged.word_mismatch = carrier;
+        }
+      }
+    }
     if (clock_proof(proof) && !clock_counts) {
       judged.clock_void = true;
       void_clock = weaker(void_clock, proof);

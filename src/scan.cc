@@ -91,8 +91,8 @@ ProcessFacts ProcessCache::get(double pid, std::uint32_t area_uid, std::int64_t 
   widest.idmapped = false;
   const DeathProof reason =
       judge_death(facts, widest, area_uid, written_ns, minimum_reuse_tolerance_ns).reason;
-  return with_carriers(std::move(facts),
-                       reason != DeathProof::none && reason != DeathProof::pid_out_of_range);
+  return with_carriers(std::move(facts), reason != DeathProof::pid_out_of_range &&
+                                             (every_carrier_ || reason != DeathProof::none));
 }
 
 ProcessFacts ProcessCache::get(double pid) {

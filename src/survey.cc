@@ -112,7 +112,7 @@ Judgement EntryJudge::judge(EntryFacts facts, const EntryLabel* label) {
 }
 
 EntryFacts EntryJudge::gather(const std::string& name) {
-  ProcessCache processes(system_, settings_.judge.host);
+  ProcessCache processes(system_, settings_.judge.host, !settings_.judge.not_owners.empty());
   return gather_entry(system_, directory_, name, settings_.judge.area_uid, processes);
 }
 
@@ -162,7 +162,8 @@ class Survey {
  public:
   Survey(System& system, const DirRef& dir, const SurveySettings& settings, const LabelIndex& labels)
       : system_(system), dir_(dir), judge_(system, dir.path, settings),
-        processes_(system, judge_.settings().judge.host), labels_(labels) {}
+        processes_(system, judge_.settings().judge.host, !judge_.settings().judge.not_owners.empty()),
+        labels_(labels) {}
 
   EntryJudge& judge() { return judge_; }
 
@@ -200,7 +201,7 @@ class Survey {
         again = std::move(judged.facts);
         again.kept_changing = true;  // never the same twice: changing, not dead
       } else {
-        ProcessCache fresh(system_, judge_.settings().judge.host);
+        ProcessCache fresh(system_, judge_.settings().judge.host, !judge_.settings().judge.not_owners.empty());
         again = gather_entry_in(system_, dir_, name, parse_entry_name(name), uid, fresh,
                                 GuardListing::unknown);
         if (!again.stat && !again.kept_changing) return std::nullopt;  // gone for good

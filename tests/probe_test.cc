@@ -661,3 +661,59 @@ TEST_CASE("real host facts are read") {
   const std::string clock = facts.clock_void() ? "clock evidence void" : "clock evidence counts";
   MESSAGE("this host: " << facts.filesystem << ", " << certainty << ", " << clock);
 }
+
+TEST_CASE("the operator's word: PID@START parsed exactly, and it excludes only the process it names") {
+  // The form: a pid 1..2^31-1, '@', a UTC second as a refusal prints it.
+  const std::int64_t started = written - 10 * second + 123'000'000;  // not on a second boundary
+  const std::string stamp = utc_second_text(started);
+  CHECK(stamp == "2023-11-14T22:13:10Z");
+  CHECK(utc_second_text(0) == "1970-01-01T00:00:00Z");
+  CHECK(utc_second_text(951'782'400 * second) == "2000-02-29T00:00:00Z");
+  auto word = parse_not_owner("4242@" + stamp);
+  REQUIRE(word);
+  CHECK(word->pid == 4242);
+  CHECK(word->start_s == started / second);
+  CHECK(not_owner_text(running(4242, area_uid, started)) == "4242@" + stamp);
+  for (const std::string bad :
+       {"", "4242", "@2023-11-14T22:13:10Z", "0@2023-11-14T22:13:10Z", "-5@2023-11-14T22:13:10Z",
+        "2147483648@2023-11-14T22:13:10Z", "+42@2023-11-14T22:13:10Z", "4242@2023-11-14 22:13:10Z",
+        "4242@2023-11-14T22:13:10", "4242@2023-11-14T22:13:10+00:00", "4242@2023-02-29T00:00:00Z",
+        "4242@2023-04-31T00:00:00Z", "4242@2023-13-01T00:00:00Z", "4242@2023-11-14T24:00:00Z",
+        "4242@1969-12-31T23:59:59Z", "4242@2023-11-14T22:13:1xZ", "42 42@2023-11-14T22:13:10Z"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_not_owner(bad));
+  }
+  CHECK(parse_not_owner("2147483647@2024-02-29T00:00:00Z"));
+
+  // A live carrier of our uid that started before the write: alive, no proof.
+  const ProcessFacts live = alive_process(4242, area_uid, started);
+  REQUIRE(judge(live).proof == ProofClass::none);
+  const std::vector<NotOwner> named{*word};
+  DeathJudgement excused = judge_death(live, host, area_uid, written, tolerance, named);
+  CHECK(excused.reason == DeathProof::operator_word);
+  CHECK(excused.proof == ProofClass::evidence);  // never certain: only --force acts on it
+  REQUIRE(excused.operator_exempt);
+  CHECK(excused.operator_exempt->pid == 4242);
+  CHECK(proof_name(DeathProof::operator_word) == "operator");
+  CHECK_FALSE(proof_is_certain(DeathProof::operator_word));
+
+  // The same pid with another start time (reused since the operator looked): it blocks.
+  const ProcessFacts reused = alive_process(4242, area_uid, started + 5 * second);
+  DeathJudgement stale = judge_death(reused, host, area_uid, written, tolerance, named);
+  CHECK(stale.proof == ProofClass::none);
+  REQUIRE(stale.blocker);
+  REQUIRE(stale.word_mismatch);
+  CHECK(stale.word_mismatch->pid == 4242);
+
+  // Another carrier of the same number (a containerised Apnea with 4242 in its namespace)
+  // still blocks: the word names one process, not a number.
+  ProcessFacts shared = live;
+  shared.ns_carriers = {nested(7000, 4242, area_uid)};
+  DeathJudgement other = judge_death(shared, host, area_uid, written, tolerance, named);
+  CHECK(other.proof == ProofClass::none);
+  REQUIRE(other.blocker);
+  CHECK(other.blocker->pid == 7000);
+  // Named too, by its pid here and its start: then nothing blocks.
+  const std::vector<NotOwner> both{*word, NotOwner{7000, (written - 10 * second) / second}};
+  CHECK(judge_death(shared, host, area_uid, written, tolerance, both).reason == DeathProof::operator_word);
+}

@@ -398,3 +398,51 @@ TEST_CASE("the lock path from Apnea's message works without --lock-dir, wherever
   Finished missing = finish({locks_bin(), "reclaim", "--dry-run", a.scratch.root + "/nope/" + a.lock.substr(a.dir.size() + 1)});
   CHECK(missing.status == 3);
 }
+
+TEST_CASE("the operator's word: --not-owner PID@START, as the refusal prints it, for that one process") {
+  Area a;
+  // An unrelated long-lived process of ours, started before the record naming it was written
+  // (so no clock evidence either): alive, and no flag alone removes the lock.
+  SpawnedProcess unrelated({"sleep", "1000"});
+  const std::string pid = std::to_string(unrelated.pid());
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(unrelated.pid()));
+  Finished refused = a.reclaim({"--force", "--yes", a.lock});
+  CAPTURE(refused.out);
+  CHECK(refused.status == 1);
+  CHECK(exists(a.lock));
+  // The refusal names the process with its start time and the command that says it is not
+  // the owner.
+  const std::string marker = "--not-owner " + pid + "@";
+  const std::size_t at = refused.out.find(marker);
+  REQUIRE(at != std::string::npos);
+  const std::string word = refused.out.substr(at + 12, refused.out.find(' ', at + 12) - at - 12);
+  CAPTURE(word);
+  REQUIRE(parse_not_owner(word));
+  CHECK(refused.out.find("started " + word.substr(word.find('@') + 1)) != std::string::npos);
+
+  // Usage errors change nothing: without --force, with --all or two paths, a malformed word.
+  CHECK(a.reclaim({"--yes", "--not-owner", word, a.lock}).status == 2);
+  CHECK(a.reclaim({"--force", "--yes", "--all", "--not-owner", word}).status == 2);
+  CHECK(a.reclaim({"--force", "--yes", "--not-owner", word, a.lock, a.lock + "x"}).status == 2);
+  CHECK(a.reclaim({"--force", "--yes", "--not-owner", pid + "@yesterday", a.lock}).status == 2);
+  CHECK(exists(a.lock));
+
+  // A stale start time (the pid reused since): refused, and it says so.
+  const auto parsed = *parse_not_owner(word);
+  const std::string stale = pid + "@" + utc_second_text((parsed.start_s - 3600) * 1'000'000'000);
+  Finished mismatch = a.reclaim({"--force", "--yes", "--not-owner", stale, a.lock});
+  CAPTURE(mismatch.out);
+  CHECK(mismatch.status == 1);
+  CHECK(mismatch.out.find("not the one given to --not-owner") != std::string::npos);
+  CHECK(exists(a.lock));
+
+  // The word as printed: removed, the proof is the operator's, and the output names the
+  // process it was about. The process itself is untouched.
+  Finished removed = a.reclaim({"--force", "--yes", "--not-owner", word, a.lock});
+  CAPTURE(removed.out);
+  CHECK(removed.status == 0);
+  CHECK_FALSE(exists(a.lock));
+  CHECK(removed.out.find("operator") != std::string::npos);
+  CHECK(removed.out.find("the operator's word (--not-owner) that pid " + pid) != std::string::npos);
+  CHECK_FALSE(unrelated.wait(std::chrono::milliseconds(0)).has_value());
+}

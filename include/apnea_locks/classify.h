@@ -64,6 +64,9 @@ struct ClassifyPolicy {
   /// read when a changed owner record is judged; nothing when not read or unreadable (then
   /// no changed record is shown free of a possible owner).
   std::optional<std::vector<ProcessInfo>> runtimes;
+  /// The operator's word (`reclaim --force LOCK --not-owner PID@START`): each process named
+  /// is neither a carrier nor a possible owner of the one lock judged (judge_death).
+  std::vector<NotOwner> not_owners;
 };
 
 /// True when the owner record of an entry changed after it was published (PROTOCOL.md
@@ -125,6 +128,8 @@ struct Verdict {
   /// runtime of the area's uid started no later than 60 s after the lock was made).
   std::optional<ProcessInfo> possible_owner;
   bool owners_checked = false;     ///< the possible owners were read for a changed record
+  /// Possible owners the operator's word set aside (--not-owner), for the trust it prints.
+  std::vector<ProcessInfo> operator_cleared;
   std::vector<std::string> fix_argv;  ///< the one fix command (policy.h); empty when none
   std::string fix;                 ///< fix_argv as a shell command line; empty when none
 };

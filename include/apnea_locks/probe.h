@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,7 +91,31 @@ enum class DeathProof {
   pid_is_kernel_thread,  ///< the number now names a kernel thread (PF_KTHREAD), never Apnea
   pid_reused,        ///< started after the owner record was written (clock-based)
   predates_boot,     ///< the owner record was written before the last boot (clock-based)
+  operator_word,     ///< the operator named the carrier as not the lock's Apnea (--not-owner)
 };
+
+/// The operator's word (PROTOCOL.md section 10, `reclaim --force LOCK --not-owner
+/// PID@START`): the process with pid `pid` in apnea-locks' namespace that started within
+/// second `start_s` (UTC, as its start time is shown) is not the lock's Apnea.
+struct NotOwner {
+  std::int64_t pid = 0;
+  std::int64_t start_s = 0;
+};
+
+/// "2026-12-05T15:04:37Z": a time in nanoseconds since the epoch, to the second (rounded
+/// down), in UTC.
+std::string utc_second_text(std::int64_t ns);
+
+/// Parses `PID@YYYY-MM-DDTHH:MM:SSZ` (the form not_owner_text prints); nothing when it is
+/// malformed, the pid is outside 1..2^31-1 or the date does not exist.
+std::optional<NotOwner> parse_not_owner(std::string_view text);
+
+/// `PID@START` for `process` (its pid in our namespace and its start time); "" when its
+/// start time is unknown.
+std::string not_owner_text(const ProcessInfo& process);
+
+/// True when `word` names `process`: the same pid in our namespace, started in that second.
+bool names_process(const NotOwner& word, const ProcessInfo& process);
 
 /// "pid-dead", "pid-out-of-range", ... ("none" for none).
 std::string_view proof_name(DeathProof proof);
@@ -110,6 +135,11 @@ struct DeathJudgement {
   bool uses_visibility = false;
   bool clock_void = false;       ///< a clock proof was seen but the clock stepped: not counted
   bool remote_filesystem = false;///< the area is not on a local filesystem: never removable
+  /// The carrier the operator's word excluded (proof operator_word), when one was.
+  std::optional<ProcessInfo> operator_exempt;
+  /// A carrier whose pid the operator named with another start time: the pid was reused
+  /// since the operator looked, so the word does not cover it (it blocks).
+  std::optional<ProcessInfo> word_mismatch;
   /// A carrier not shown to be someone else (the live one). When /proc could not be read
   /// for it, only `pid` is known (state '?').
   std::optional<ProcessInfo> blocker;
@@ -136,8 +166,13 @@ struct DeathJudgement {
 ///   evidence with `uses_visibility`: pass the view when certainty is wanted;
 /// - `tolerance_ns` is at least 1 s (smaller values count as 1 s);
 /// - a pid that is not an integer >= 1 is no pid: none.
+///
+/// `not_owners` (the operator's word) excludes each carrier it names (names_process) with
+/// proof operator_word, evidence only; a carrier of a named pid with another start time is
+/// not excluded and is recorded as `word_mismatch`.
 DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
-                           std::int64_t written_ns, std::int64_t tolerance_ns);
+                           std::int64_t written_ns, std::int64_t tolerance_ns,
+                           std::span<const NotOwner> not_owners = {});
 
 /// The default tolerance for `pid-reused`: 2 s.
 inline constexpr std::int64_t default_reuse_tolerance_ns = 2'000'000'000;

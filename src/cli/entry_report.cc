@@ -99,6 +99,9 @@ std::string_view proof_explanation(DeathProof proof) {
       return "the process started after owner.json was written (clock-based: reclaim needs --force)";
     case DeathProof::predates_boot:
       return "owner.json was written before the last boot (clock-based: reclaim needs --force)";
+    case DeathProof::operator_word:
+      return "the operator said the process with that pid and start time is not the lock's Apnea "
+             "(--not-owner, with --force)";
   }
   return "";
 }

@@ -34,9 +34,10 @@ constexpr CommandHelp help{
     "reclaim [options] [LOCKPATH...]",
     "Removes Apnea locks whose owner is certainly dead, with Apnea's guarded protocol: under\n"
     "<lock>.reclaim the entry is gathered, judged and decided again before the lock is\n"
-    "renamed to a tombstone. --force adds two trusts (the wall clock; no hidden process\n"
-    "shares the temp directory) and ownerless debris and old guards. Never, with any flag,\n"
-    "an entry whose owner record names a pid that is not proven dead.\n\n"
+    "renamed to a tombstone. --force adds three trusts (the wall clock; no hidden process\n"
+    "shares the temp directory; Apnea runs only in a recognised runtime) and ownerless\n"
+    "debris and old guards. Never, with any flag, an entry whose owner record names a pid\n"
+    "that is not proven dead, unless --not-owner names that one process.\n\n"
     "Targets: the current directory's repository lock by default, --repo, --home, LOCKPATH\n"
     "(the path in Apnea's message; its directory is the lock area unless --lock-dir says\n"
     "otherwise), or --all (with each lock's guard, candidates and tombstones). When no lock\n"
@@ -60,6 +61,8 @@ struct ReclaimOptions {
   bool yes = false;
   bool json = false;
   bool keep_tombstone = false;
+  std::vector<std::string> not_owner_words;  ///< --not-owner, as typed
+  std::vector<NotOwner> not_owners;          ///< --not-owner, parsed
   TimingOptions timing;
 };
 
@@ -78,7 +81,11 @@ po::options_description describe(ReclaimOptions& o) {
       ("yes,y", po::bool_switch(&o.yes), "do not ask for confirmation")
       ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
       ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
-       "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics");
+       "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
+      ("not-owner", po::value(&o.not_owner_words)->composing()->value_name("PID@START"),
+       "the operator's word that process PID, started at START (UTC, as a refusal shows it, "
+       "2026-12-05T15:04:37Z), is not the lock's Apnea (repeatable; with --force and exactly "
+       "one LOCKPATH)");
   add_timing_options(options, o.timing,
                      "reclaim guards, and candidates/tombstones without a readable owner record, "
                      "older than this are left over (removed with --force)");
@@ -336,6 +343,18 @@ std::expected<void, int> parse_options(const std::vector<std::string>& args, Rec
   if (!parsed) return std::unexpected(parsed.error());
   if (o.all && (!o.repos.empty() || !o.homes.empty() || !o.paths.empty()))
     return fail(exit_usage, "--all names every entry: give no other target");
+  for (const std::string& word : o.not_owner_words) {
+    const std::optional<NotOwner> parsed_word = parse_not_owner(word);
+    if (!parsed_word)
+      return fail(exit_usage, fmt::format("--not-owner '{}': not PID@YYYY-MM-DDTHH:MM:SSZ (a pid "
+                                          "1..2147483647 and its start time in UTC)",
+                                          printable(word)));
+    o.not_owners.push_back(*parsed_word);
+  }
+  if (!o.not_owners.empty() &&
+      (!o.force || o.all || !o.repos.empty() || !o.homes.empty() || o.paths.size() != 1))
+    return fail(exit_usage, "--not-owner needs --force and exactly one LOCKPATH (no --all, --repo "
+                            "or --home): the operator's word is about one lock");
   return {};
 }
 
@@ -547,6 +566,7 @@ int reclaim_command(const std::vector<std::string>& args) {
     return fail(exit_unsafe, check.message()).error();
   auto settings = judging_policy(system, area, o.timing, o.force);
   if (!settings) return fail(exit_usage, settings.error()).error();
+  settings->judge.not_owners = o.not_owners;
   auto targets = survey_targets(system, o, area, check, *settings, *request);
   if (!targets) return targets.error();
 

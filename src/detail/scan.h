@@ -26,8 +26,10 @@ namespace apnea_locks::detail {
 class ProcessCache {
  public:
   /// An empty cache probing through `system`, for a survey of an area on `host`.
-  explicit ProcessCache(System& system, HostFacts host = {})
-      : system_(system), host_(std::move(host)) {}
+  /// With `every_carrier` (the operator named a process: another carrier of the same number
+  /// must still block) the namespace view is read for every pid with a carrier.
+  explicit ProcessCache(System& system, HostFacts host = {}, bool every_carrier = false)
+      : system_(system), host_(std::move(host)), every_carrier_(every_carrier) {}
 
   /// The survey's host facts, as given.
   const HostFacts& host() const { return host_; }
@@ -51,6 +53,7 @@ class ProcessCache {
 
   System& system_;
   HostFacts host_;
+  bool every_carrier_ = false;
   std::mutex mutex_;  ///< guards the members below (never held while probing a pid)
   std::vector<bool> dead_;  ///< pids known to answer ESRCH (indexed by pid), one bit each
   std::unordered_map<std::int64_t, ProcessFacts> other_;  ///< every other pid probed
