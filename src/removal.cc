@@ -47,10 +47,29 @@ LockError guarded_error(const std::string& lock, const std::string& resource) {
 
 namespace {
 
-/// entry_unremovable's checks; when `remove`, then the removal itself.
-std::optional<std::string> check_and_remove(System& system, const std::string& path,
+/// The lock area of an entry, opened once with O_NOFOLLOW|O_DIRECTORY: every rename and
+/// removal of the entry goes through this descriptor (PROTOCOL.md section 10, "How removal
+/// is done"), so a symlink put in place of the area's path is never followed.
+struct AreaOf {
+  Descriptor fd;
+  DirRef dir;        ///< the descriptor, and the area's path for messages
+  std::string name;  ///< the entry's name in the area
+};
+
+/// Opens the area of the entry at `path`; the error when it cannot be opened.
+SysResult<AreaOf> open_area_of(System& system, const std::string& path) {
+  const std::string directory = node_dirname(path);
+  auto opened = system.open_directory(directory);
+  if (!opened) return std::unexpected(opened.error());
+  AreaOf area{Descriptor(system, *opened), DirRef{*opened, directory},
+              path.substr(path.rfind('/') + 1)};
+  return area;
+}
+
+/// entry_unremovable's checks on `name` in `area`; when `remove`, then the removal itself.
+std::optional<std::string> check_and_remove(System& system, const DirRef& area, const std::string& name,
                                             const FileStat& judged, bool remove) {
-  auto opened = system.open_directory(path);
+  auto opened = system.open_directory_in(area, name);
   if (!opened) {
     if (is(opened.error(), std::errc::no_such_file_or_directory)) return "it is already gone";
     if (is(opened.error(), std::errc::too_many_symbolic_link_levels)) return "it is a symlink now";
@@ -77,7 +96,7 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
     return inner.dev != outer.dev ||
            (inner.mount_id != 0 && outer.mount_id != 0 && inner.mount_id != outer.mount_id);
   };
-  if (auto area = system.lstat(node_dirname(path)); area && other_mount(*self, *area))
+  if (auto outer = system.fstat(area.fd); outer && other_mount(*self, *outer))
     return "a filesystem is mounted on it";
   if (has_owner) {
     auto owner = system.stat_at(fd.get(), std::string(owner_file_name));
@@ -96,9 +115,17 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
     if (auto unlinked = system.unlink_at(fd.get(), std::string(owner_file_name)); !unlinked)
       return fmt::format("cannot remove {}: {}", owner_file_name, errno_text(unlinked.error()));
   }
-  if (auto removed = system.rmdir(path); !removed)
+  if (auto removed = system.rmdir_in(area, name); !removed)
     return fmt::format("cannot remove it: {}", errno_text(removed.error()));
   return std::nullopt;
+}
+
+/// check_and_remove of the entry at `path`, through its area's descriptor.
+std::optional<std::string> check_and_remove(System& system, const std::string& path,
+                                            const FileStat& judged, bool remove) {
+  auto area = open_area_of(system, path);
+  if (!area) return fmt::format("cannot open its lock area: {}", errno_text(area.error()));
+  return check_and_remove(system, area->dir, area->name, judged, remove);
 }
 
 }  // namespace
@@ -126,10 +153,18 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
                                                        const std::string& token,
                                                        bool keep_tombstone = false) {
   const std::uint32_t uid = system.uid();
-  OwnerRead read = read_owner(system, lock, uid);
+  auto area = open_area_of(system, lock);
+  if (!area) {
+    if (is(area.error(), std::errc::no_such_file_or_directory)) return std::optional<std::string>();
+    return failure(config_error(fmt::format("could not release Apnea operation lock: {}, open '{}'",
+                                            errno_text(area.error()), node_dirname(lock)),
+                                lock));
+  }
+  OwnerRead read = read_owner(system, area->dir, area->name, uid);
   if (!read.owner || read.owner->token != token) return std::optional<std::string>();
   const std::string tombstone = tombstone_path(lock, random_uuid(system));
-  if (auto renamed = system.rename(lock, tombstone); !renamed) {
+  const std::string tombstone_name = tombstone.substr(tombstone.rfind('/') + 1);
+  if (auto renamed = system.rename_in(area->dir, area->name, tombstone_name); !renamed) {
     if (is(renamed.error(), std::errc::no_such_file_or_directory))
       return std::optional<std::string>();
     return failure(config_error(
@@ -137,10 +172,10 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
                     errno_text(renamed.error()), lock),
         lock));
   }
-  OwnerRead moved = read_owner(system, tombstone, uid);
+  OwnerRead moved = read_owner(system, area->dir, tombstone_name, uid);
   if (!moved.owner || moved.owner->token != token) return std::optional<std::string>();
   if (!keep_tombstone) {
-    if (auto kept = remove_entry(system, tombstone, *moved.lock_stat))
+    if (auto kept = check_and_remove(system, area->dir, tombstone_name, *moved.lock_stat, true))
       return failure(config_error(fmt::format("could not remove tombstone {}: {}", tombstone, *kept),
                                   tombstone));
   }
@@ -195,8 +230,9 @@ LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::st
     // A malformed lock has no token to check: it must still be the very directory, with
     // the very bytes (or lack of them), that were inspected, both before and after the
     // rename.
-    auto unchanged = [&](const std::string& path) {
-      OwnerRead read = read_owner(system, path, uid);
+    auto area = open_area_of(system, lock);
+    auto unchanged = [&](const std::string& name) {
+      OwnerRead read = read_owner(system, area->dir, name, uid);
       const bool same_owner_file =
           read.owner_stat.has_value() == expect.owner_identity.has_value() &&
           (!read.owner_stat || (read.owner_stat->same_object(*expect.owner_identity) &&
@@ -209,29 +245,36 @@ LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::st
              read.lock_stat->uid == expect.identity->uid && same_owner_file && !read.owner &&
              read.bytes == expect.owner_bytes;
     };
-    if (!unchanged(lock)) {
+    if (!area) {
+      error = wrapped(area.error(), "open", node_dirname(lock), resource);
+    } else if (!unchanged(area->name)) {
       outcome.changed = "the lock changed since it was inspected";
     } else {
       const std::string tombstone = tombstone_path(lock, random_uuid(system));
-      if (auto renamed = system.rename(lock, tombstone); !renamed) {
+      const std::string tombstone_name = tombstone.substr(tombstone.rfind('/') + 1);
+      if (auto renamed = system.rename_in(area->dir, area->name, tombstone_name); !renamed) {
         if (is(renamed.error(), std::errc::no_such_file_or_directory))
           outcome.changed = "the lock vanished";
         else
           error = wrapped(renamed.error(), "rename", lock, resource);
-      } else if (!unchanged(tombstone)) {
+      } else if (!unchanged(tombstone_name)) {
         outcome.tombstone = tombstone;
         outcome.changed = fmt::format("the renamed lock changed; kept as {}", tombstone);
       } else {
         outcome.removed = true;
         outcome.tombstone = tombstone;
         if (!keep_tombstone) {
-          if (auto kept = remove_entry(system, tombstone, *expect.identity))
+          if (auto kept = check_and_remove(system, area->dir, tombstone_name, *expect.identity, true))
             outcome.changed = fmt::format("renamed to {} but not removed: {}", tombstone, *kept);
         }
       }
     }
   }
-  if (auto dropped = system.rmdir(guard); !dropped && !error)
+  // The guard this reclamation made, through the area's descriptor too.
+  auto guard_area = open_area_of(system, guard);
+  if (auto dropped = guard_area ? system.rmdir_in(guard_area->dir, guard_area->name)
+                                : SysResult<void>(std::unexpected(guard_area.error()));
+      !dropped && !error)
     error = wrapped(dropped.error(), "rmdir", guard, resource);
   if (error) return failure(*error);
   return outcome;
@@ -290,7 +333,8 @@ class GuardHold {
     else error_ = made.error();
   }
   ~GuardHold() {
-    if (held_) (void)system_.rmdir(guard_);
+    if (!held_) return;
+    if (auto area = open_area_of(system_, guard_)) (void)system_.rmdir_in(area->dir, area->name);
   }
   GuardHold(const GuardHold&) = delete;
   GuardHold& operator=(const GuardHold&) = delete;
@@ -397,11 +441,15 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
         return result(RepairOutcome::changed, *changed);
       // A guard has no token: its identity is device, inode, birth time and ctime (and
       // mtime: anything made inside it changes both).
-      auto now = system.lstat(facts.path);
+      auto area = open_area_of(system, facts.path);
+      if (!area)
+        return result(RepairOutcome::failed, fmt::format("cannot open {}: {}", directory,
+                                                         errno_text(area.error())));
+      auto now = system.lstat_in(area->dir, area->name);
       if (!now || !now->unchanged_since(*facts.stat) || now->type != FileType::directory)
         return result(RepairOutcome::changed, "it was replaced since it was inspected");
       // A guard is an empty directory: rmdir refuses anything else.
-      if (auto removed = system.rmdir(facts.path); !removed)
+      if (auto removed = system.rmdir_in(area->dir, area->name); !removed)
         return result(RepairOutcome::failed,
                       fmt::format("cannot remove {}: {}", facts.path, errno_text(removed.error())));
       return result(RepairOutcome::removed, {});

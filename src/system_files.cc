@@ -253,6 +253,13 @@ SysResult<int> RealSystem::open_directory(const std::string& path) {
   return fd;
 }
 
+SysResult<int> RealSystem::open_directory_in(const DirRef& dir, const std::string& name) {
+  if (dir.fd < 0) return open_directory(dir.join(name));
+  int fd = ::openat(dir.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return fail_errno();
+  return fd;
+}
+
 SysResult<void> RealSystem::list_directory_at(
     int fd, const std::function<bool(const DirEntry&)>& visit) {
   // getdents64 on the descriptor itself, from its start: no second descriptor and no
@@ -282,6 +289,19 @@ SysResult<void> RealSystem::list_directory_at(
 
 SysResult<FileStat> RealSystem::stat_at(int fd, const std::string& name) {
   return statx_of(fd, name.c_str(), AT_SYMLINK_NOFOLLOW);
+}
+
+SysResult<void> RealSystem::rename_in(const DirRef& dir, const std::string& from,
+                                      const std::string& to) {
+  if (dir.fd < 0) return rename(dir.join(from), dir.join(to));
+  if (::renameat(dir.fd, from.c_str(), dir.fd, to.c_str()) != 0) return fail_errno();
+  return {};
+}
+
+SysResult<void> RealSystem::rmdir_in(const DirRef& dir, const std::string& name) {
+  if (dir.fd < 0) return rmdir(dir.join(name));
+  if (::unlinkat(dir.fd, name.c_str(), AT_REMOVEDIR) != 0) return fail_errno();
+  return {};
 }
 
 SysResult<void> RealSystem::unlink_at(int fd, const std::string& name) {

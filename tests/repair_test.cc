@@ -522,3 +522,31 @@ TEST_CASE("crash injection: reclaim abandoned after every step is explained and 
     CHECK(again.entries().empty());
   }
 }
+
+TEST_CASE("race: the lock area swapped for a symlink during a removal: nothing is removed through it") {
+  // Removal goes through one descriptor of the area opened with O_NOFOLLOW. A lock judged
+  // dead and re-decided under its guard; then, just before the tombstone rename, the area's
+  // path becomes a symlink to another directory holding an entry of the same name. A rename
+  // by path would follow the symlink and remove that other entry (it did, with the
+  // descriptor replaced by path joining); through the descriptor, the judged lock goes.
+  Area a;
+  make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid));
+  auto [judged, decision] = a.plan(a.lock_name, false);
+  REQUIRE(decision.action == PlanAction::remove);
+  const std::string moved = a.dir + ".moved";
+  const std::string elsewhere = a.temp / "elsewhere";
+  make_dir(elsewhere);
+  make_entry(elsewhere, a.lock_name, owner_json(staged_dead_pid));
+  bool swapped = false;
+  a.system.before = [&](std::string_view op, const std::string&) {
+    if (swapped || op != "rename") return;
+    swapped = true;
+    REQUIRE(::rename(a.dir.c_str(), moved.c_str()) == 0);
+    REQUIRE(::symlink(elsewhere.c_str(), a.dir.c_str()) == 0);
+  };
+  const RepairResult result = execute_repair(a.system, judged, decision, a.policy);
+  CAPTURE(result.detail);
+  REQUIRE(swapped);
+  CHECK(a.exists(elsewhere + "/" + a.lock_name + "/owner.json"));  // not removed through the link
+  CHECK_FALSE(a.exists(moved + "/" + a.lock_name));                // the judged lock went
+}

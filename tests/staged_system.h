@@ -130,6 +130,16 @@ class StagedSystem : public System {
     if (!step("rmdir", path)) return dead();
     return real_.rmdir(path);
   }
+  /// Staged as rename and rmdir of the joined paths, so a race staged on a path runs on the
+  /// descriptor-relative call production makes.
+  SysResult<void> rename_in(const DirRef& dir, const std::string& from, const std::string& to) override {
+    if (!step("rename", dir.join(from) + " -> " + dir.join(to))) return dead();
+    return real_.rename_in(dir, from, to);
+  }
+  SysResult<void> rmdir_in(const DirRef& dir, const std::string& name) override {
+    if (!step("rmdir", dir.join(name))) return dead();
+    return real_.rmdir_in(dir, name);
+  }
   SysResult<void> remove_tree(const std::string& path) override {
     if (!step("remove_tree", path)) return dead();
     return real_.remove_tree(path);
@@ -159,6 +169,10 @@ class StagedSystem : public System {
   SysResult<int> open_directory(const std::string& path) override {
     if (!step("open_directory", path)) return dead();
     return opened(path, real_.open_directory(path));
+  }
+  SysResult<int> open_directory_in(const DirRef& dir, const std::string& name) override {
+    if (!step("open_directory", dir.join(name))) return dead();
+    return opened(dir.join(name), real_.open_directory_in(dir, name));
   }
   SysResult<void> list_directory_at(int fd, const std::function<bool(const DirEntry&)>& visit) override {
     if (!step("list_directory_at", std::to_string(fd))) return dead();

@@ -160,6 +160,11 @@ class Files {
   virtual SysResult<void> rename(const std::string& from, const std::string& to) = 0;
   /// rmdir(2).
   virtual SysResult<void> rmdir(const std::string& path) = 0;
+  /// renameat(2) of `from` to `to`, both names in `dir` (relative to its descriptor when it
+  /// has one, so a symlink swapped in for the directory's path is never followed).
+  virtual SysResult<void> rename_in(const DirRef& dir, const std::string& from, const std::string& to) = 0;
+  /// unlinkat(2) with AT_REMOVEDIR of the empty directory `name` in `dir`.
+  virtual SysResult<void> rmdir_in(const DirRef& dir, const std::string& name) = 0;
   /// Removes a file or directory tree without following any symlink; a missing path is
   /// success (like Node's `rmSync(p, {recursive: true, force: true})`).
   virtual SysResult<void> remove_tree(const std::string& path) = 0;
@@ -188,6 +193,8 @@ class Files {
   /// open(2) of a directory with O_DIRECTORY|O_NOFOLLOW|O_CLOEXEC: a symlink fails with
   /// ELOOP, anything but a directory with ENOTDIR. Close it with close().
   virtual SysResult<int> open_directory(const std::string& path) = 0;
+  /// open_directory of `name` in `dir` (openat relative to its descriptor when it has one).
+  virtual SysResult<int> open_directory_in(const DirRef& dir, const std::string& name) = 0;
   /// Streams the entries of the directory open as `fd` (without "." and ".."), read from
   /// its start, like list_directory; `visit` returns false to stop early. `fd` stays open
   /// (its read position is moved: one listing of a descriptor at a time).

@@ -33,6 +33,8 @@ class RealSystem final : public System {
   SysResult<void> chmod(const std::string& path, std::uint32_t mode) override;
   SysResult<void> rename(const std::string& from, const std::string& to) override;
   SysResult<void> rmdir(const std::string& path) override;
+  SysResult<void> rename_in(const DirRef& dir, const std::string& from, const std::string& to) override;
+  SysResult<void> rmdir_in(const DirRef& dir, const std::string& name) override;
   SysResult<void> remove_tree(const std::string& path) override;
   SysResult<void> write_new_file(const std::string& path, std::string_view data,
                                  std::uint32_t mode) override;
@@ -42,6 +44,7 @@ class RealSystem final : public System {
                                  const std::function<bool(const DirEntry&)>& visit) override;
   SysResult<std::string> realpath(const std::string& path) override;
   SysResult<int> open_directory(const std::string& path) override;
+  SysResult<int> open_directory_in(const DirRef& dir, const std::string& name) override;
   SysResult<void> list_directory_at(
       int fd, const std::function<bool(const DirEntry&)>& visit) override;
   SysResult<FileStat> stat_at(int fd, const std::string& name) override;
