@@ -217,9 +217,24 @@ bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Ve
 /// area's uid running a recognised runtime that started no later than 60 s after the lock
 /// was made (its birth time; without one, the latest of the directory's and owner.json's
 /// mtime and ctime). A void clock makes every such process count.
-void judge_possible_owners(const OwnerRead& read, const ClassifyPolicy& policy, Verdict& verdict) {
+/// True when the working directory `cwd`, or one of its ancestors, is where `facts`'s lock
+/// is taken (its name is the lock's): that process runs in the lock's repository (or home).
+bool works_in_lock(const EntryFacts& facts, std::string_view cwd) {
+  if (cwd.empty() || !cwd.starts_with('/')) return false;
+  const LockKind kind = facts.parsed.kind;
+  const std::string wanted = facts.parsed.lock_name();
+  for (std::string_view at = cwd;;) {
+    if (lock_name(kind, lock_key(kind, at)) == wanted) return true;
+    if (at == "/") return false;
+    const std::size_t slash = at.rfind('/');
+    at = slash == 0 ? std::string_view("/") : at.substr(0, slash);
+  }
+}
+
+void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
   verdict.owners_checked = policy.runtimes.has_value();
   if (!policy.runtimes) return;
+  const OwnerRead& read = *facts.owner;
   const FileStat& dir = *read.lock_stat;
   const FileStat& file = *read.owner_stat;
   const std::int64_t made = dir.birth_ns != 0
@@ -228,16 +243,24 @@ void judge_possible_owners(const OwnerRead& read, const ClassifyPolicy& policy, 
   constexpr std::int64_t minute_ns = 60'000'000'000;
   const bool clock_trusted = !policy.host.clock_void();
   for (const ProcessInfo& process : *policy.runtimes) {
-    if (process.uid != policy.area_uid) continue;
+    // Proof 4: another account's by all four uids (root's too, in an area that is not root's).
+    if (process.uids_known && policy.area_uid != 0 && !policy.host.idmapped &&
+        std::ranges::none_of(process.uids, [&](std::uint32_t uid) { return uid == policy.area_uid; }))
+      continue;
     if (std::ranges::any_of(policy.not_owners, [&](const NotOwner& word) { return names_process(word, process); })) {
       verdict.operator_cleared.push_back(process);  // the operator's word: not this lock's Apnea
       continue;
     }
-    if (!clock_trusted || process.start_time_ns <= 0 || process.start_time_ns <= made + minute_ns) {
-      verdict.possible_owner = process;
-      return;
-    }
+    if (!clock_trusted || process.start_time_ns <= 0 || process.start_time_ns <= made + minute_ns)
+      verdict.possible_owners.push_back(process);
   }
+  // Grouped by application, those working in the lock's repository (or home) first.
+  std::ranges::stable_sort(verdict.possible_owners, [&](const ProcessInfo& a, const ProcessInfo& b) {
+    const bool a_here = works_in_lock(facts, a.cwd), b_here = works_in_lock(facts, b.cwd);
+    if (a_here != b_here) return a_here;
+    return a.executable < b.executable;
+  });
+  if (!verdict.possible_owners.empty()) verdict.possible_owner = verdict.possible_owners.front();
 }
 
 /// Judges the owner record of a lock, candidate or tombstone; true when every pid it names
@@ -249,7 +272,7 @@ bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict
   if (read.lock_stat && read.owner_stat &&
       record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns)) {
     verdict.record_changed = true;
-    judge_possible_owners(read, policy, verdict);
+    judge_possible_owners(facts, policy, verdict);
     if (verdict.proof_class == ProofClass::certain) {
       verdict.proof_class = ProofClass::evidence;
       verdict.death.proof = ProofClass::evidence;

@@ -173,14 +173,42 @@ std::optional<Decision> changed_record_blocks(const EntryFacts& facts, const Ver
     return refuse("its owner record changed after it was published, and the process table could "
                   "not be read to rule out a process that could have taken it",
                   "check that no Apnea process of this account runs, then run reclaim --force again");
-  if (verdict.possible_owner)
-    return refuse(fmt::format("its owner record changed after it was published, and {} may be its "
-                              "owner (it runs a recognised runtime and started before the lock "
-                              "was made)",
-                              carrier_text(*verdict.possible_owner)),
-                  fmt::format("if pid {0} is not this lock's Apnea (ps -o pid,lstart,args -p {0}), "
-                              "end it or wait for it to exit, then run reclaim --force again{1}",
-                              verdict.possible_owner->pid, not_owner_step(*verdict.possible_owner, facts)));
+  if (verdict.possible_owner) {
+    // Grouped by application, those working in the lock's repository first (classify).
+    const std::vector<ProcessInfo>& owners = verdict.possible_owners.empty()
+        ? std::vector<ProcessInfo>{*verdict.possible_owner} : verdict.possible_owners;
+    constexpr std::size_t shown = 8;
+    std::string listed;
+    std::string words;
+    std::string_view application = "\x01";  // no executable is this
+    for (std::size_t i = 0; i < owners.size() && i < shown; ++i) {
+      const ProcessInfo& owner = owners[i];
+      if (owner.executable != application) {
+        application = owner.executable;
+        listed += fmt::format("{}{}: ", i == 0 ? "" : "; ",
+                              owner.executable.empty() ? "(executable unreadable)" : owner.executable);
+      } else {
+        listed += ", ";
+      }
+      listed += carrier_text(owner);
+      if (!owner.cwd.empty()) listed += fmt::format(" in {}", owner.cwd);
+      if (!owner.runtime_sign.empty()) listed += fmt::format(" [{}]", owner.runtime_sign);
+      if (const std::string word = not_owner_text(owner); !word.empty())
+        words += fmt::format(" --not-owner {}", word);
+    }
+    if (owners.size() > shown) listed += fmt::format("; and {} more", owners.size() - shown);
+    std::string step = "end each of them or wait for it to exit (ps -o pid,lstart,args -p PID), then "
+                       "run reclaim --force again";
+    if (!words.empty() && owners.size() <= shown)
+      step += fmt::format("; for those that are not this lock's Apnea, say so: apnea-locks reclaim "
+                          "--force{} {}",
+                          words, shell_word(facts.path));
+    return refuse(fmt::format("its owner record changed after it was published, and {} process{} "
+                              "may be its owner (a recognised runtime of this account, started "
+                              "before the lock was made): {}",
+                              owners.size(), owners.size() == 1 ? "" : "es", listed),
+                  std::move(step));
+  }
   return std::nullopt;
 }
 

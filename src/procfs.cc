@@ -2,6 +2,7 @@
 #include "detail/procfs.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include <functional>
 #include <unordered_map>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "apnea_locks/lock_area.h"
 #include "detail/probe.h"
@@ -463,22 +466,101 @@ std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view r
 
 namespace apnea_locks::detail {
 
+namespace {
+
+/// `path`'s last component, a trailing " (deleted)" dropped.
+std::string_view base_name(std::string_view path) {
+  if (path.ends_with(" (deleted)")) path.remove_suffix(10);
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+/// readlink(2) of `path`; nothing when it cannot be read.
+std::optional<std::string> read_link(const std::string& path) {
+  char buffer[4096];
+  const ssize_t size = ::readlink(path.c_str(), buffer, sizeof buffer);
+  if (size < 0) return std::nullopt;
+  return std::string(buffer, static_cast<std::size_t>(size));
+}
+
+/// Why the process whose /proc directory is `directory` may run Apnea (PROTOCOL.md section
+/// 10): the first sign found, or "unreadable: WHAT" when a file that could tell cannot be
+/// read; "" when nothing says so. Fills `process`'s executable and environment.
+std::string runtime_sign(const std::string& directory, RuntimeProcess& process) {
+  std::string unreadable;
+  const auto cannot = [&](const char* what) {
+    if (unreadable.empty()) unreadable = std::string("unreadable: ") + what;
+  };
+  // The executable and the environment are kept whatever the sign (run computes the area
+  // such a process would lock from its environment).
+  const std::optional<std::string> exe = read_link(directory + "/exe");
+  if (!exe) cannot("exe");
+  else process.executable = *exe;
+  const std::optional<std::string> environment = read_file_if_any(directory + "/environ");
+  if (!environment) cannot("environ");
+  else process.environment = *environment;
+  if (exe && recognised_runtime(*exe)) return fmt::format("exe {}", base_name(*exe));
+  if (environment) {
+    for (const std::string_view entry : split_parts(*environment, '\0'))
+      if (entry.starts_with("ELECTRON_RUN_AS_NODE=")) return "environ ELECTRON_RUN_AS_NODE";
+  }
+  if (exe) {
+    // An Electron application (an editor hosting extensions) keeps its code beside it.
+    const std::string_view executable = *exe;
+    const std::string folder(executable.substr(0, executable.rfind('/') + 1));
+    struct stat st {};
+    if (::stat((folder + "resources/app.asar").c_str(), &st) == 0) return "beside resources/app.asar";
+    if (::stat((folder + "resources/app").c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      return "beside resources/app/";
+  }
+  if (const std::optional<std::string> maps = read_file_if_any(directory + "/maps")) {
+    for (const std::string_view line : split_parts(*maps, '\n')) {
+      const std::size_t slash = line.find('/');
+      if (slash == std::string_view::npos) continue;
+      const std::string_view mapped = line.substr(slash);
+      const std::string_view base = base_name(mapped);
+      if (recognised_runtime(mapped) || base.starts_with("libnode.so") ||
+          base == "snapshot_blob.bin" || base == "v8_context_snapshot.bin")
+        return fmt::format("maps {}", base);
+    }
+  } else {
+    cannot("maps");
+  }
+  bool asar = false;
+  const bool listed = for_each_process(directory + "/fd", [&](std::int64_t fd) {
+    if (asar) return;
+    const auto target = read_link(directory + "/fd/" + std::to_string(fd));
+    asar = target && base_name(*target).ends_with(".asar");
+  });
+  if (!listed) cannot("fd");
+  if (asar) return "fd *.asar";
+  return unreadable;
+}
+
+}  // namespace
+
 std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
                                                                   std::uint32_t uid) {
   std::vector<RuntimeProcess> found;
   const bool listed = for_each_process(root, [&](std::int64_t pid) {
-    // The real uid first (one small read), then the executable's name, then the environment.
-    const std::string status = read_small_file(process_path(root, pid, "/status"));
-    const std::vector<std::int64_t> uids = parse_ints(status_field(status, "Uid").value_or(""));
-    if (uids.empty() || uids.front() != static_cast<std::int64_t>(uid)) return;
-    char link[4096];
-    const ssize_t size = ::readlink(process_path(root, pid, "/exe").c_str(), link, sizeof link);
-    if (size <= 0) return;
-    std::string executable(link, static_cast<std::size_t>(size));
-    if (!recognised_runtime(executable)) return;
-    std::string environment = read_small_file(process_path(root, pid, "/environ"));
-    if (environment.empty()) return;
-    found.push_back(RuntimeProcess{pid, std::move(executable), std::move(environment)});
+    const std::string directory = process_path(root, pid, "");
+    // Another account's process by all four uids (proof 4) is no possible owner of an area
+    // that is not root's: passed over before anything else is read.
+    const std::optional<std::string> status = read_file_if_any(directory + "/status");
+    if (!status) return;  // gone (a process that vanished cannot own anything any more)
+    const std::vector<std::int64_t> uids = parse_ints(status_field(*status, "Uid").value_or(""));
+    if (uid != 0 && uids.size() == 4 &&
+        std::none_of(uids.begin(), uids.end(), [&](std::int64_t u) { return u == std::int64_t{uid}; }))
+      return;
+    // A kernel thread runs no runtime.
+    const std::optional<StatLine> stat = parse_stat_line(read_small_file(directory + "/stat"));
+    if (stat && stat->flags && (*stat->flags & kernel_thread_flag) != 0) return;
+    RuntimeProcess process;
+    process.pid = pid;
+    process.sign = runtime_sign(directory, process);
+    if (process.sign.empty()) return;
+    process.cwd = read_link(directory + "/cwd").value_or("");
+    found.push_back(std::move(process));
   });
   if (!listed) return std::nullopt;
   return found;

@@ -74,15 +74,21 @@ bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy
 
 namespace {
 
-/// The possible owners' candidates of `uid` (ClassifyPolicy::runtimes): its processes that
-/// run a recognised runtime, with their start times; this process left out.
+/// The possible owners' candidates of `uid` (ClassifyPolicy::runtimes, System::
+/// runtime_processes), with their start times, executables, working directories and why
+/// they count; this process left out.
 std::optional<std::vector<ProcessInfo>> runtime_candidates(System& system, std::uint32_t uid) {
   auto found = system.runtime_processes(uid);
   if (!found) return std::nullopt;
   std::vector<ProcessInfo> candidates;
   for (const RuntimeProcess& process : *found) {
     if (process.pid == system.pid()) continue;
-    if (auto info = system.process_info(process.pid)) candidates.push_back(std::move(*info));
+    if (auto info = system.process_info(process.pid)) {
+      info->executable = process.executable;
+      info->cwd = process.cwd;
+      info->runtime_sign = process.sign;
+      candidates.push_back(std::move(*info));
+    }
   }
   return candidates;
 }

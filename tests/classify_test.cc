@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -564,4 +565,55 @@ TEST_CASE("a clock step: 30 s stays in the band, 10 min voids every time compari
   p.host.other_time_namespace = true;
   CHECK(p.host.clock_void());
   CHECK(p.host.why_clock_void().find("time namespace") != std::string::npos);
+}
+
+TEST_CASE("possible owners: another account's left out, grouped by application, the lock's own repository first") {
+  const std::string repo = "/home/ann/site";
+  EntryFacts facts = facts_for(EntryRole::lock, accepted(100, now - 600 * s, 600 * s), process(100, ESRCH, std::nullopt));
+  facts.name = lock_name(LockKind::repository, lock_key(LockKind::repository, repo));
+  facts.path = dir + "/" + facts.name;
+  facts.parsed = parse_entry_name(facts.name);
+  // Rewritten 30 s after it was published: it proves nothing about its owner.
+  facts.owner->owner_stat->ctime_ns = facts.owner->lock_stat->ctime_ns + 30 * s;
+  const auto owner = [](std::int64_t pid, std::uint32_t owner_uid, std::string exe, std::string cwd) {
+    ProcessInfo process = info('S', pid, owner_uid, now - 3600 * s);
+    process.pid = pid;
+    process.executable = std::move(exe);
+    process.cwd = std::move(cwd);
+    process.runtime_sign = "exe";
+    return process;
+  };
+  ClassifyPolicy p = policy();
+  p.runtimes = std::vector<ProcessInfo>{
+      owner(11, uid, "/usr/bin/node", "/tmp"),
+      owner(12, 0, "/usr/bin/node", repo),  // root's: another account (proof 4)
+      owner(13, uid, "/usr/share/code/code", repo + "/src"),
+      owner(14, uid, "/usr/bin/bun", "/"),
+      owner(15, uid, "/usr/bin/node", "/home"),
+  };
+  const Verdict verdict = judged(facts, p, nullptr);
+  REQUIRE(verdict.record_changed);
+  std::vector<std::int64_t> order;
+  for (const ProcessInfo& process : verdict.possible_owners) order.push_back(process.pid);
+  CHECK(order == std::vector<std::int64_t>{13, 14, 11, 15});
+  REQUIRE(verdict.possible_owner);
+  CHECK(verdict.possible_owner->pid == 13);
+  const Decision decision = forced(facts, p);
+  CHECK(decision.action == PlanAction::refuse);
+  CAPTURE(decision.why);
+  CHECK(decision.why.find("4 processes may be its owner") != std::string::npos);
+  CHECK(decision.why.find("/usr/share/code/code: pid 13") < decision.why.find("/usr/bin/bun: pid 14"));
+  CHECK(decision.why.find("/usr/bin/node: pid 11") != std::string::npos);
+  CHECK(decision.why.find("pid 12") == std::string::npos);
+  CHECK(decision.next_step.find("--not-owner 13@") != std::string::npos);
+  CHECK(decision.next_step.find("--not-owner 15@") != std::string::npos);
+  // The operator's word for all four: removed, each named in what --force trusted.
+  ClassifyPolicy cleared = p;
+  for (const std::int64_t pid : {11, 13, 14, 15})
+    cleared.not_owners.push_back(NotOwner{pid, (now - 3600 * s) / s});
+  const Decision removed = forced(facts, cleared);
+  CHECK(removed.action == PlanAction::remove);
+  CHECK(std::ranges::count_if(removed.trusts, [](const std::string& t) {
+          return t.find("the operator's word") != std::string::npos;
+        }) == 4);
 }

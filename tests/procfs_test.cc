@@ -397,3 +397,55 @@ TEST_CASE("the kernel's /proc reads as this process") {
   CHECK_FALSE(self->nspid.empty());
   CHECK(self->command.find("procfs_test") != std::string::npos);
 }
+
+TEST_CASE("possible owners: a runtime by its exe, maps, open files, neighbours or environment; unreadable counts") {
+  ProcTree tree;
+  const auto process = [&](std::int64_t pid, std::string_view uids, std::string_view exe,
+                           std::string_view maps, std::string_view environ) {
+    tree.process(pid, stat_line(pid, "proc", 'S', pid),
+                 status_text("proc", pid, uids, std::to_string(pid)), "proc\0"s);
+    std::filesystem::create_directories(tree.root + "/" + std::to_string(pid) + "/fd");
+    if (!exe.empty())
+      std::filesystem::create_symlink(std::string(exe), tree.root + "/" + std::to_string(pid) + "/exe");
+    if (!maps.empty()) tree.file(pid, "maps", maps);
+    tree.file(pid, "environ", environ);
+    std::filesystem::create_symlink("/home/ann/code/site", tree.root + "/" + std::to_string(pid) + "/cwd");
+  };
+  const std::string ours = "1000\t1000\t1000\t1000";
+  const std::string plain_maps = "5581-5582 r--p 0 08:01 12 /usr/bin/bash\n7f00-7f01 r-xp 0 08:01 13 /usr/lib/libc.so.6\n";
+  process(300, ours, "/usr/bin/node", plain_maps, "HOME=/h\0"s);                        // exe
+  process(301, ours, "/usr/bin/code-helper", plain_maps + "7f02-7f03 r-xp 0 08:01 14 /usr/lib/libnode.so.108\n",
+          "HOME=/h\0"s);                                                                  // maps libnode
+  process(302, ours, "/opt/app/bin/x", plain_maps + "7f02-7f03 r--p 0 08:01 15 /opt/app/snapshot_blob.bin\n",
+          "HOME=/h\0"s);                                                                  // maps a snapshot
+  process(303, ours, "/usr/bin/bash", plain_maps, "HOME=/h\0"s);                        // not a runtime
+  std::filesystem::create_symlink("/opt/editor/resources/app.asar", tree.root + "/303/fd/7");  // ... but an asar open
+  process(304, ours, "/usr/bin/bash", plain_maps, "A=1\0ELECTRON_RUN_AS_NODE=1\0"s);     // environment
+  const std::string editor = tree.dir / "editor";
+  write_file(editor + "/resources/app.asar", "asar");
+  process(305, ours, editor + "/code", plain_maps, "HOME=/h\0"s);                       // beside resources/app.asar
+  process(306, ours, "/usr/bin/bash", "", "HOME=/h\0"s);                                 // maps unreadable
+  process(307, "2000\t2000\t2000\t2000", "/usr/bin/node", plain_maps, "HOME=/h\0"s);    // another account
+  process(308, "2000\t1000\t2000\t2000", "/usr/bin/node", plain_maps, "HOME=/h\0"s);    // ours by one uid
+  process(309, ours, "/usr/bin/bash", plain_maps, "HOME=/h\0"s);                        // nothing
+  process(310, ours, "/usr/lib/node_modules/.bin/deno (deleted)", plain_maps, "HOME=/h\0"s);  // deleted runtime
+
+  auto found = read_runtime_processes(tree.root, 1000);
+  REQUIRE(found);
+  std::map<std::int64_t, std::string> signs;
+  for (const RuntimeProcess& p : *found) signs[p.pid] = p.sign;
+  CHECK(signs == std::map<std::int64_t, std::string>{
+                     {300, "exe node"}, {301, "maps libnode.so.108"}, {302, "maps snapshot_blob.bin"},
+                     {303, "fd *.asar"}, {304, "environ ELECTRON_RUN_AS_NODE"},
+                     {305, "beside resources/app.asar"}, {306, "unreadable: maps"}, {308, "exe node"},
+                     {310, "exe deno"}});
+  for (const RuntimeProcess& p : *found) CHECK(p.cwd == "/home/ann/code/site");
+  // Its environment is kept whatever the sign: run computes the area it would lock from it.
+  for (const RuntimeProcess& p : *found)
+    if (p.pid == 300) CHECK(p.environment == "HOME=/h\0"s);
+  // Root's area: another account's process counts too (proof 4 excludes nothing there).
+  auto as_root = read_runtime_processes(tree.root, 0);
+  REQUIRE(as_root);
+  CHECK(std::ranges::any_of(*as_root, [](const RuntimeProcess& p) { return p.pid == 307; }));
+  CHECK_FALSE(read_runtime_processes(tree.dir / "no-proc", 1000));
+}

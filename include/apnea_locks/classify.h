@@ -127,6 +127,9 @@ struct Verdict {
   /// For a changed record: a live process that could have taken the lock (a recognised
   /// runtime of the area's uid started no later than 60 s after the lock was made).
   std::optional<ProcessInfo> possible_owner;
+  /// Every such process, grouped by application (executable), those working in the lock's
+  /// repository (or home) first; `possible_owner` is the first.
+  std::vector<ProcessInfo> possible_owners;
   bool owners_checked = false;     ///< the possible owners were read for a changed record
   /// Possible owners the operator's word set aside (--not-owner), for the trust it prints.
   std::vector<ProcessInfo> operator_cleared;

@@ -106,6 +106,11 @@ struct ProcessInfo {
   Pause pause = Pause::none;
   std::int64_t tracer_pid = 0;
   std::string frozen_cgroup{};
+  /// Filled for possible owners only (runtime_processes): its executable, its working
+  /// directory, and why it counts ("exe node", "maps libnode.so.108", "unreadable: maps", ...).
+  std::string executable{};
+  std::string cwd{};
+  std::string runtime_sign{};
 };
 
 /// A process that runs a recognised runtime (PROTOCOL.md section 10: Node, Bun, Deno,
@@ -113,8 +118,13 @@ struct ProcessInfo {
 /// another lock area than ours.
 struct RuntimeProcess {
   std::int64_t pid = 0;
-  std::string executable;   ///< the target of /proc/<pid>/exe
-  std::string environment;  ///< /proc/<pid>/environ: NUL-separated NAME=VALUE
+  std::string executable;   ///< the target of /proc/<pid>/exe ("" when unreadable)
+  std::string environment;  ///< /proc/<pid>/environ: NUL-separated NAME=VALUE ("" when unreadable)
+  std::string cwd{};        ///< the target of /proc/<pid>/cwd ("" when unreadable)
+  /// Why it counts (PROTOCOL.md section 10): "exe node", "maps libnode.so.108", "fd
+  /// app.asar", "beside resources/app.asar", "environ ELECTRON_RUN_AS_NODE", or
+  /// "unreadable: exe" (a process whose exe, maps, fd or environ cannot be read counts).
+  std::string sign{};
 };
 
 /// A directory a survey reads entry by entry: its path, and a descriptor open on it (or -1).
@@ -241,10 +251,13 @@ class Processes {
   /// Kernel threads (PF_KTHREAD) are left out, whatever a user process calls itself.
   /// Nothing when /proc cannot be listed. One walk of /proc.
   virtual std::optional<std::vector<ProcessInfo>> paused_processes() = 0;
-  /// Every process of real uid `uid` whose executable's basename (a trailing " (deleted)"
-  /// dropped) is a recognised runtime (recognised_runtime, lock_area.h), with its
-  /// environment; processes whose executable or environment cannot be read are left out.
-  /// Nothing when /proc cannot be listed. One walk of /proc.
+  /// Every process that may run Apnea for an area of uid `uid` (PROTOCOL.md section 10,
+  /// possible owners): one with `uid` among its four uids (any process when `uid` is 0) that
+  /// runs a recognised runtime by its exe or any file it maps (recognised_runtime,
+  /// lock_area.h), maps libnode.so*, snapshot_blob.bin or v8_context_snapshot.bin, has an
+  /// `*.asar` open, has resources/app.asar or resources/app/ beside its executable, or has
+  /// ELECTRON_RUN_AS_NODE in its environment; or whose exe, maps, fd or environ cannot be
+  /// read. Nothing when /proc cannot be listed. One walk of /proc.
   virtual std::optional<std::vector<RuntimeProcess>> runtime_processes(std::uint32_t uid) = 0;
 };
 

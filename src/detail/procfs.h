@@ -61,9 +61,8 @@ std::vector<ProcessInfo> read_namespace_view(std::string_view root, std::int64_t
 std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view root,
                                                               std::int64_t boot_time_ns);
 
-/// Every process of `<root>` of real uid `uid` (the first `Uid:` field) whose `exe` names a
-/// recognised runtime, with its environment (System::runtime_processes). Nothing when
-/// `<root>` cannot be listed.
+/// System::runtime_processes, read from `<root>`: every process that may run Apnea for an
+/// area of uid `uid`, with why. Nothing when `<root>` cannot be listed.
 std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
                                                                   std::uint32_t uid);
 
