@@ -412,7 +412,7 @@ Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const En
   verdict.role = facts.parsed.role;
   verdict.age_ns = age_of(facts.stat, policy.now_ns);
   verdict.filesystem = policy.host.filesystem;
-  verdict.clock_void_why = policy.host.why_clock_void();
+  if (policy.host.clock_void()) verdict.clock_void_why = policy.host.why_clock_void();
   verdict.death.remote_filesystem = !policy.host.local_filesystem;
   const bool has_owner_record = facts.parsed.role == EntryRole::lock ||
                                 facts.parsed.role == EntryRole::candidate ||

@@ -123,7 +123,11 @@ std::string_view proof_class_name(ProofClass c) {
   return "none";
 }
 
-bool HostFacts::clock_void() const { return !why_clock_void().empty(); }
+bool HostFacts::clock_void() const {
+  if (other_time_namespace || boot_time_ns <= 0 || !dev_birth_ns) return true;
+  const std::int64_t gap = boot_time_ns - *dev_birth_ns;
+  return gap > clock_step_limit_ns || gap < -clock_step_limit_ns;
+}
 
 std::string HostFacts::why_clock_void() const {
   if (other_time_namespace) return "apnea-locks runs in a time namespace of its own";
