@@ -43,6 +43,8 @@ struct Owner {
   /// What must survive unchanged: the lock, and for a paused guard holder its guard too
   /// (the area holds exactly these).
   std::vector<std::string> keep{lock};
+  /// Run before each command (e.g. `unshare --time --`: the commands see a void clock).
+  std::vector<std::string> prefix{};
 };
 
 /// A way an owner can be alive while this machine's view says otherwise. `stage` returns the
@@ -268,6 +270,19 @@ const std::vector<OwnerCase>& owner_cases() {
          age_path(lock, 3600);
          return Owner{dir, lock, s.repo, [mount_point] { ::umount2(mount_point.c_str(), MNT_DETACH); }};
        }},
+      {"a live holder that only clock evidence calls dead (its record dated an hour before it "
+       "started: pid-reused), judged with the clock void (another time namespace)",
+       [](Scratch& s) -> std::variant<Owner, std::string> {
+         if (::getuid() != 0) return std::string("not root: unshare --time needs CAP_SYS_ADMIN");
+         const Finished probe = finish({"unshare", "--time", "--", "true"}, {}, 30s);
+         if (probe.status != 0) return "unshare --time does not work here: " + probe.err;
+         auto owner = held_by_run(s, s.locks, [](pid_t, const std::string& lock) -> std::optional<std::string> {
+           age_path(lock + "/owner.json", 3600);  // written "before" its holder started
+           return std::nullopt;
+         });
+         if (Owner* held = std::get_if<Owner>(&owner)) held->prefix = {"unshare", "--time", "--"};
+         return owner;
+       }},
       {"a guard held by a process frozen in its own v1 freezer cgroup",
        [](Scratch& s) { return paused_guard_holder(s, Freeze::v1_own); }},
       {"a guard held by a process whose v1 freezer parent cgroup is frozen",
@@ -317,7 +332,8 @@ TEST_CASE("the live-owner matrix: no command or flag removes a live owner's lock
         continue;
       }
       Owner& owner = std::get<Owner>(staged);
-      std::vector<std::string> argv{locks_bin()};
+      std::vector<std::string> argv = owner.prefix;
+      argv.push_back(locks_bin());
       std::string line;
       for (const std::string& word : remover.args) {
         argv.push_back(word == "DIR" ? owner.dir : word == "LOCK" ? owner.lock
