@@ -162,6 +162,49 @@ std::variant<Owner, std::string> paused_guard_holder(Scratch& s, Freeze how) {
   return owner;
 }
 
+/// A dead owner's lock whose guard (an hour old) may be held by a process in uninterruptible
+/// sleep (state D: lock_stress d-state, a vfork parent), which started before the guard.
+std::variant<Owner, std::string> d_state_guard_holder(Scratch& s) {
+  const std::string stress = test_env("APNEA_LOCKS_STRESS");
+  if (stress.empty()) return std::string("APNEA_LOCKS_STRESS is not set");
+  auto holder = std::make_shared<SpawnedProcess>(std::vector<std::string>{stress, "d-state"});
+  if (!holder->read_line(Stream::out, 30s)) return "lock_stress d-state did not start: " + holder->err();
+  const std::string pid = std::to_string(holder->pid());
+  const auto end = [holder, pid] {
+    // The vfork child first (its parent then leaves D and exits), then the parent.
+    std::istringstream children(read_bytes("/proc/" + pid + "/task/" + pid + "/children"));
+    for (long child = 0; children >> child;) ::kill(static_cast<pid_t>(child), SIGKILL);
+    ::kill(holder->pid(), SIGKILL);
+    (void)holder->wait(30s);
+  };
+  // In D once the kernel says so (a condition polled with a deadline).
+  bool in_d = false;
+  for (int i = 0; i < 3000 && !in_d; ++i) {
+    in_d = read_bytes("/proc/" + pid + "/status").find("State:\tD") != std::string::npos;
+    if (!in_d) (void)holder->wait(1ms);
+  }
+  if (!in_d) {
+    end();
+    return std::string("the vfork parent did not show state D");
+  }
+  make_dir(s.locks);
+  const std::string lock = repo_lock(s.locks, s.repo);
+  make_entry(s.locks, lock.substr(s.locks.size() + 1), owner_json(dead_pid()));
+  age_path(lock, 3600);
+  const std::string guard = lock + ".reclaim";
+  make_dir(guard);
+  age_path(guard, 3600);
+  const Finished seen = finish({locks_bin(), "status", "--json", "--lock-dir", s.locks}, {}, 60s);
+  if (seen.out.find("guard-holder-paused") == std::string::npos) {
+    end();
+    FAIL_CHECK("status did not see the D-state guard holder: " << seen.out);
+    return std::string("not seen as paused (reported above)");
+  }
+  Owner owner{s.locks, lock, s.repo, end};
+  owner.keep = {lock, guard};
+  return owner;
+}
+
 const std::vector<OwnerCase>& owner_cases() {
   static const std::vector<OwnerCase> cases{
       {"a stopped holder (SIGSTOP, state T)",
@@ -283,6 +326,7 @@ const std::vector<OwnerCase>& owner_cases() {
          if (Owner* held = std::get_if<Owner>(&owner)) held->prefix = {"unshare", "--time", "--"};
          return owner;
        }},
+      {"a guard held by a process in uninterruptible sleep (state D)", d_state_guard_holder},
       {"a guard held by a process frozen in its own v1 freezer cgroup",
        [](Scratch& s) { return paused_guard_holder(s, Freeze::v1_own); }},
       {"a guard held by a process whose v1 freezer parent cgroup is frozen",

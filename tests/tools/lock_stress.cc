@@ -12,6 +12,9 @@
 //                                                prints {"event":"churn-started"} and, at
 //                                                the end, {"event":"churn-done",...}, then
 //                                                waits for end of file on stdin
+//   lock_stress d-state                          prints {"event":"d-state","pid":P}, then
+//                                                waits in uninterruptible sleep (state D)
+//                                                for a vfork child that pauses until killed
 //   lock_stress crash-loop LOCK_DIR ROOT [ROOT2] acquire/release ROOT's (or ROOT2's) lock
 //                                                forever, reclaiming a dead owner's lock at
 //                                                once (grace 0, through reclaim_guarded);
@@ -203,9 +206,21 @@ int churn(const std::string& lock_dir, const std::string& roots_dir, int count, 
   return 0;
 }
 
+/// A process in uninterruptible sleep for the live-owner matrix: a vfork parent waits in
+/// state D until its child execs or exits; this child pauses until it is killed.
+int d_state() {
+  std::printf("{\"event\":\"d-state\",\"pid\":%d}\n", static_cast<int>(::getpid()));
+  std::fflush(stdout);
+  if (::vfork() == 0) {
+    for (;;) ::pause();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "d-state") return d_state();
   if (argc < 4) return usage();
   const std::string command = argv[1];
   if (command == "crash-loop")
