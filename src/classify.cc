@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "apnea_locks/protocol.h"
+#include "detail/probe.h"
 
 namespace apnea_locks {
 
@@ -180,10 +181,8 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
 /// True when proof 4's test shows `process` to run as another account than the area's and
 /// it is not root's (root may run Apnea for any account).
 bool another_accounts(const ProcessInfo& process, const ClassifyPolicy& policy) {
-  if (!process.uids_known || policy.area_uid == 0 || policy.host.idmapped) return false;
-  return std::ranges::none_of(process.uids, [&](std::uint32_t uid) {
-    return uid == policy.area_uid || uid == 0;
-  });
+  return detail::another_account(process, policy.host, policy.area_uid) &&
+         std::ranges::none_of(process.uids, [](std::uint32_t uid) { return uid == 0; });
 }
 
 /// The reclaim guard of a lock (or the guard entry itself) as a paused process may hold it
@@ -244,9 +243,7 @@ void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy
   const bool clock_trusted = !policy.host.clock_void();
   for (const ProcessInfo& process : *policy.runtimes) {
     // Proof 4: another account's by all four uids (root's too, in an area that is not root's).
-    if (process.uids_known && policy.area_uid != 0 && !policy.host.idmapped &&
-        std::ranges::none_of(process.uids, [&](std::uint32_t uid) { return uid == policy.area_uid; }))
-      continue;
+    if (detail::another_account(process, policy.host, policy.area_uid)) continue;
     if (std::ranges::any_of(policy.not_owners, [&](const NotOwner& word) { return names_process(word, process); })) {
       verdict.operator_cleared.push_back(process);  // the operator's word: not this lock's Apnea
       continue;
@@ -254,12 +251,19 @@ void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy
     if (!clock_trusted || process.start_time_ns <= 0 || process.start_time_ns <= made + minute_ns)
       verdict.possible_owners.push_back(process);
   }
-  // Grouped by application, those working in the lock's repository (or home) first.
-  std::ranges::stable_sort(verdict.possible_owners, [&](const ProcessInfo& a, const ProcessInfo& b) {
-    const bool a_here = works_in_lock(facts, a.cwd), b_here = works_in_lock(facts, b.cwd);
-    if (a_here != b_here) return a_here;
-    return a.executable < b.executable;
+  // Grouped by application, those working in the lock's repository (or home) first: each
+  // working directory hashed once, not in every comparison.
+  std::vector<std::pair<bool, ProcessInfo>> keyed;
+  for (ProcessInfo& process : verdict.possible_owners) {
+    const bool here = works_in_lock(facts, process.cwd);
+    keyed.emplace_back(here, std::move(process));
+  }
+  std::ranges::stable_sort(keyed, [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first;
+    return a.second.executable < b.second.executable;
   });
+  verdict.possible_owners.clear();
+  for (auto& [here, process] : keyed) verdict.possible_owners.push_back(std::move(process));
   if (!verdict.possible_owners.empty()) verdict.possible_owner = verdict.possible_owners.front();
 }
 

@@ -88,10 +88,7 @@ DeathProof certain_exclusion(const ProcessInfo& carrier, std::int64_t carrier_pi
   // Another account by every uid it could have written with. Root's area (a root writer may
   // have dropped privileges since) and idmapped mounts (the file's uid is translated) make
   // the difference meaningless.
-  if (carrier.uids_known && area_uid != 0 && !host.idmapped &&
-      std::none_of(carrier.uids.begin(), carrier.uids.end(),
-                   [&](std::uint32_t uid) { return uid == area_uid; }))
-    return DeathProof::pid_other_uid;
+  if (detail::another_account(carrier, host, area_uid)) return DeathProof::pid_other_uid;
   // A thread that is not its process's leader: the writer's pid was its own leader's.
   if (carrier.tgid > 0 && carrier_pid > 0 && carrier.tgid != carrier_pid)
     return DeathProof::pid_is_thread;
@@ -130,14 +127,12 @@ bool HostFacts::clock_void() const {
 }
 
 std::string HostFacts::why_clock_void() const {
+  if (!clock_void()) return {};
   if (other_time_namespace) return "apnea-locks runs in a time namespace of its own";
   if (boot_time_ns <= 0) return "the boot time (btime) is unknown";
   if (!dev_birth_ns) return "/dev has no birth time to check the boot time against";
-  const std::int64_t gap = boot_time_ns - *dev_birth_ns;
-  if (gap > clock_step_limit_ns || gap < -clock_step_limit_ns)
-    return fmt::format("the wall clock stepped {} s since boot (btime and /dev's birth differ)",
-                       gap / 1'000'000'000);
-  return {};
+  return fmt::format("the wall clock stepped {} s since boot (btime and /dev's birth differ)",
+                     (boot_time_ns - *dev_birth_ns) / 1'000'000'000);
 }
 
 bool HostFacts::can_be_certain() const {
@@ -425,6 +420,12 @@ std::string not_owner_text(const ProcessInfo& process) {
 bool names_process(const NotOwner& word, const ProcessInfo& process) {
   return process.start_time_ns > 0 && word.pid == process.pid &&
          word.start_s == process.start_time_ns / 1'000'000'000;
+}
+
+bool detail::another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid) {
+  return process.uids_known && area_uid != 0 && !host.idmapped &&
+         std::none_of(process.uids.begin(), process.uids.end(),
+                      [&](std::uint32_t uid) { return uid == area_uid; });
 }
 
 bool detail::proof_is_certain(DeathProof proof) {

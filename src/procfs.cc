@@ -23,21 +23,31 @@
 namespace apnea_locks::detail {
 namespace {
 
-/// Reads a small /proc file whole (`path` relative to the directory `dir`, or a path of its
-/// own with AT_FDCWD); empty on any failure.
-std::string read_small_file_at(int dir, const char* path) {
-  int fd = ::openat(dir, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
+/// Reads a small /proc (or cgroup) file whole, `path` relative to the directory `dir` (or a
+/// path of its own with AT_FDCWD), never through a symlink at its end nor blocking on a FIFO;
+/// nothing when it cannot be opened or read. At most about 1 MiB is read.
+std::optional<std::string> read_file_if_any_at(int dir, const char* path) {
+  const int fd = ::openat(dir, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
   std::string out;
   char buffer[4096];
   for (;;) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) break;
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
     out.append(buffer, static_cast<std::size_t>(n));
     if (out.size() > (1u << 20)) break;
   }
   ::close(fd);
   return out;
+}
+
+/// read_file_if_any_at, empty on any failure.
+std::string read_small_file_at(int dir, const char* path) {
+  return read_file_if_any_at(dir, path).value_or(std::string());
 }
 
 /// Reads a small /proc file whole; empty on any failure.
@@ -104,24 +114,9 @@ bool for_each_process(std::string_view root, const std::function<void(std::int64
   return true;
 }
 
-/// Reads a small file whole; nothing when it cannot be opened or read.
+/// read_file_if_any_at of a path of its own.
 std::optional<std::string> read_file_if_any(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return std::nullopt;
-  std::string out;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    out.append(buffer, static_cast<std::size_t>(n));
-    if (out.size() > (1u << 20)) break;
-  }
-  ::close(fd);
-  return out;
+  return read_file_if_any_at(AT_FDCWD, path.c_str());
 }
 
 /// True when `pred` holds for one of the `separator`-separated parts of `text`.

@@ -92,6 +92,31 @@ std::string cgroup_mount(const std::string& fstype, const std::string& option = 
   return {};
 }
 
+/// A dead owner's lock with a guard an hour old (by mtime), for a paused process staged
+/// before it (`end` undoes that): the guard's holder may be paused between its token check
+/// and its rename, so neither the guard nor its lock may go. Status must name the paused
+/// process as the guard's possible holder, whatever the clock (a void clock refuses every
+/// guard anyway, so this is what can fail on such a machine).
+std::variant<Owner, std::string> dead_lock_guarded_by(Scratch& s, const std::function<void()>& end,
+                                                      const std::string& kind) {
+  make_dir(s.locks);
+  const std::string lock = repo_lock(s.locks, s.repo);
+  make_entry(s.locks, lock.substr(s.locks.size() + 1), owner_json(dead_pid()));
+  age_path(lock, 3600);
+  const std::string guard = lock + ".reclaim";
+  make_dir(guard);
+  age_path(guard, 3600);
+  const Finished seen = finish({locks_bin(), "status", "--json", "--lock-dir", s.locks}, {}, 60s);
+  if (seen.out.find("guard-holder-paused") == std::string::npos) {
+    end();
+    FAIL_CHECK("status did not see the " << kind << " guard holder: " << seen.out);
+    return std::string("not seen as paused (reported above)");
+  }
+  Owner owner{s.locks, lock, s.repo, end};
+  owner.keep = {lock, guard};
+  return owner;
+}
+
 enum class Freeze { v1_own, v1_parent, v2_own, v2_parent };
 
 /// Writes `text` to an existing kernel file (a cgroup's); false when it cannot.
@@ -142,24 +167,7 @@ std::variant<Owner, std::string> paused_guard_holder(Scratch& s, Freeze how) {
     undo();
     return "the cgroup did not freeze: " + read_bytes(state_file);
   }
-  make_dir(s.locks);
-  const std::string lock = repo_lock(s.locks, s.repo);
-  make_entry(s.locks, lock.substr(s.locks.size() + 1), owner_json(dead_pid()));
-  age_path(lock, 3600);
-  const std::string guard = lock + ".reclaim";
-  make_dir(guard);
-  age_path(guard, 3600);
-  // What status sees, whatever the clock (a void clock refuses every guard anyway): the
-  // frozen process is named as the guard's possible holder.
-  const Finished seen = finish({locks_bin(), "status", "--json", "--lock-dir", s.locks}, {}, 60s);
-  if (seen.out.find("guard-holder-paused") == std::string::npos) {
-    undo();
-    FAIL_CHECK("status did not see the frozen guard holder: " << seen.out);
-    return std::string("not seen as paused (reported above)");
-  }
-  Owner owner{s.locks, lock, s.repo, undo};
-  owner.keep = {lock, guard};
-  return owner;
+  return dead_lock_guarded_by(s, undo, "frozen");
 }
 
 /// A dead owner's lock whose guard (an hour old) may be held by a process in uninterruptible
@@ -187,22 +195,7 @@ std::variant<Owner, std::string> d_state_guard_holder(Scratch& s) {
     end();
     return std::string("the vfork parent did not show state D");
   }
-  make_dir(s.locks);
-  const std::string lock = repo_lock(s.locks, s.repo);
-  make_entry(s.locks, lock.substr(s.locks.size() + 1), owner_json(dead_pid()));
-  age_path(lock, 3600);
-  const std::string guard = lock + ".reclaim";
-  make_dir(guard);
-  age_path(guard, 3600);
-  const Finished seen = finish({locks_bin(), "status", "--json", "--lock-dir", s.locks}, {}, 60s);
-  if (seen.out.find("guard-holder-paused") == std::string::npos) {
-    end();
-    FAIL_CHECK("status did not see the D-state guard holder: " << seen.out);
-    return std::string("not seen as paused (reported above)");
-  }
-  Owner owner{s.locks, lock, s.repo, end};
-  owner.keep = {lock, guard};
-  return owner;
+  return dead_lock_guarded_by(s, end, "D-state");
 }
 
 const std::vector<OwnerCase>& owner_cases() {

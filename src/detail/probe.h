@@ -64,6 +64,10 @@ bool proc_options_hide_processes(std::string_view super_options);
 /// The processes of `view` whose NSpid holds `pid` in a field other than the first.
 std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid);
 
+/// Proof 4's test (PROTOCOL.md section 9): `process` runs as another account than the
+/// area's by all four uids, the area is not root's and no mount of its device is idmapped.
+bool another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid);
+
 /// True for proofs that involve no clock: the ones that are certain when the host allows.
 bool proof_is_certain(DeathProof proof);
 
