@@ -124,6 +124,10 @@ TEST_CASE("text forms: printable, shorten, ages, times, bytes, modes") {
   CHECK(printable("a\x1b[31m\xff") == "a\\x1b[31m\\xff");
   CHECK(printable("tab\tnl\ndel\x7f") == "tab\\x09nl\\x0adel\\x7f");
   CHECK(printable("csi\xc2\x9b" "2J ok \xc2\xa0 \xe2\x82\xac") == "csi\\u009b2J ok \xc2\xa0 \xe2\x82\xac");
+  // The format characters that reorder or hide text: an RLO, a zero-width space, an isolate,
+  // U+2028, a BOM; a visible character next to them is kept.
+  CHECK(printable("a\xe2\x80\xae" "b\xe2\x80\x8b" "c\xe2\x81\xa6" "d\xe2\x80\xa8" "e\xef\xbb\xbf" "f\xe2\x80\x90") ==
+        "a\\u202eb\\u200bc\\u2066d\\u2028e\\ufefff\xe2\x80\x90");
   CHECK(printable("\xed\xa0\x80\xc0\xaf") == "\\xed\\xa0\\x80\\xc0\\xaf");
   CHECK(shorten("6f0d5d0e-1c2b-4a3d", 11) == "6f0d5d0e...");
   CHECK(shorten("short", 11) == "short");

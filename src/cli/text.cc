@@ -9,6 +9,21 @@
 
 namespace apnea_locks::cli {
 
+namespace {
+
+/// The invisible format characters that reorder or hide text (Unicode category Cf: soft
+/// hyphen, Arabic letter mark, zero-width characters, LRM/RLM, the bidi embeddings,
+/// overrides and isolates, word joiner and invisible operators, BOM, interlinear
+/// annotation) and the line and paragraph separators U+2028/U+2029: PROTOCOL.md section
+/// 10, "Nothing hostile reaches a terminal".
+bool hidden_format_character(char32_t c) {
+  return c == 0x00AD || c == 0x061C || c == 0x180E || (c >= 0x200B && c <= 0x200F) ||
+         (c >= 0x2028 && c <= 0x202E) || (c >= 0x2060 && c <= 0x2064) ||
+         (c >= 0x2066 && c <= 0x206F) || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB);
+}
+
+}  // namespace
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -21,8 +36,8 @@ std::string printable(std::string_view text) {
       ++i;
       continue;
     }
-    // A valid UTF-8 sequence is kept, but C1 controls (U+0080..U+009F) are escaped; every
-    // byte of an invalid sequence becomes a visible \xNN.
+    // A valid UTF-8 sequence is kept, but C1 controls (U+0080..U+009F) and the invisible
+    // format characters are escaped; every byte of an invalid sequence becomes a visible \xNN.
     const detail::Utf8Step step = detail::utf8_step(text.substr(i));
     if (!step.valid) {
       out += fmt::format("\\x{:02x}", byte);
@@ -30,8 +45,11 @@ std::string printable(std::string_view text) {
       continue;
     }
     const std::size_t length = step.length;
-    if (byte == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0)
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));
+    char32_t point = byte & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07);
+    for (std::size_t k = 1; k < length; ++k)
+      point = (point << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    if ((point >= 0x80 && point < 0xA0) || hidden_format_character(point))
+      out += fmt::format("\\u{:04x}", static_cast<std::uint32_t>(point));
     else
       out.append(text.substr(i, length));
     i += length;
