@@ -160,6 +160,8 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
     if (!all.word_mismatch) all.word_mismatch = judged.word_mismatch;
     all.uses_clock = all.uses_clock || judged.uses_clock;
     all.uses_visibility = all.uses_visibility || judged.uses_visibility;
+    all.uses_runtime = all.uses_runtime || judged.uses_runtime;
+    all.tolerance_ns = judged.tolerance_ns;
     all.clock_void = all.clock_void || judged.clock_void;
     all.remote_filesystem = all.remote_filesystem || judged.remote_filesystem;
     if (first || judged.proof < all.proof) {
@@ -400,7 +402,8 @@ std::int64_t guard_age(const FileStat& guard, std::int64_t now_ns) {
   return now_ns - guard.mtime_ns;
 }
 
-bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns) {
+bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance) {
+  const std::int64_t tolerance_ns = std::min(tolerance, default_reuse_tolerance_ns);
   if (owner_file.ctime_ns > directory.ctime_ns + tolerance_ns) return true;
   if (owner_file.birth_ns != 0) {
     if (owner_file.ctime_ns - owner_file.birth_ns > tolerance_ns) return true;

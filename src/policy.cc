@@ -31,7 +31,6 @@ std::string_view removal_name(RemovalKind kind) {
 
 namespace {
 
-constexpr std::string_view trust_clock = "the wall clock";
 constexpr std::string_view trust_visibility = "no process hidden from apnea-locks shares this temp directory";
 constexpr std::string_view trust_malformed = "a malformed owner record names its writer's pids";
 constexpr std::string_view trust_ownerless = "an ownerless entry older than --guard-age is abandoned";
@@ -192,7 +191,7 @@ std::optional<Decision> changed_record_blocks(const EntryFacts& facts, const Ver
       }
       listed += carrier_text(owner);
       if (!owner.cwd.empty()) listed += fmt::format(" in {}", owner.cwd);
-      if (!owner.runtime_sign.empty()) listed += fmt::format(" [{}]", owner.runtime_sign);
+      if (owner.runtime_sign && !owner.runtime_sign->empty()) listed += fmt::format(" [{}]", *owner.runtime_sign);
       if (const std::string word = not_owner_text(owner); !word.empty())
         words += fmt::format(" --not-owner {}", word);
     }
@@ -221,9 +220,12 @@ std::vector<std::string> trusts_of(const Verdict& verdict) {
   for (const ProcessInfo& cleared : verdict.operator_cleared)
     trusts.push_back(fmt::format("the operator's word (--not-owner) that {} is not this lock's Apnea",
                                  carrier_text(cleared)));
-  if (verdict.death.uses_clock) trusts.emplace_back(trust_clock);
+  if (verdict.death.uses_clock)
+    trusts.push_back(fmt::format("the wall clock (a forward step of between {} and 60s since the "
+                                 "lock was written would fake this)",
+                                 seconds_text(verdict.death.tolerance_ns)));
   if (verdict.death.uses_visibility) trusts.emplace_back(trust_visibility);
-  if (verdict.record_changed) trusts.emplace_back(trust_runtime);
+  if (verdict.record_changed || verdict.death.uses_runtime) trusts.emplace_back(trust_runtime);
   return trusts;
 }
 

@@ -107,6 +107,14 @@ bool clock_proof(DeathProof proof) {
   return proof == DeathProof::pid_reused || proof == DeathProof::predates_boot;
 }
 
+/// Whether `carrier` was seen to run no recognised runtime (PROTOCOL.md section 9, proof 9):
+/// its sign was read and nothing said so ("unreadable: ..." is a sign).
+bool runs_no_runtime(const ProcessInfo& carrier) {
+  return carrier.runtime_sign && carrier.runtime_sign->empty();
+}
+
+
+
 /// The weaker of two proofs (the enum lists them strongest first).
 DeathProof weaker(DeathProof a, DeathProof b) { return std::max(a, b); }
 }  // namespace
@@ -292,6 +300,12 @@ HostFacts gather_host(System& system, const std::string& area_directory) {
   return gather(system, area_directory, st ? std::optional(st->dev) : std::nullopt);
 }
 
+void detail::note_runtime_sign(System& system, ProcessInfo& carrier) {
+  // A zombie or a kernel thread is settled by other proofs.
+  if (carrier.kernel_thread || carrier.state == 'Z' || carrier.state == 'X' || carrier.pid <= 0) return;
+  carrier.runtime_sign = system.runtime_sign(carrier.pid);
+}
+
 std::vector<ProcessInfo> detail::namespace_carriers(const std::vector<ProcessInfo>& view,
                                                     double pid) {
   std::vector<ProcessInfo> carriers;
@@ -316,6 +330,7 @@ ProcessFacts gather_process(System& system, double pid, const std::vector<Proces
       // Exited between the signal and the /proc read: ask the kernel again, so the verdict
       // rests on one consistent answer.
       if (!facts.info) facts.signal_errno = system.signal_probe(number);
+      else detail::note_runtime_sign(system, *facts.info);
     }
   }
   if (view != nullptr) {
@@ -338,6 +353,7 @@ std::string_view proof_name(DeathProof proof) {
     case DeathProof::pid_is_kernel_thread: return "pid-is-kernel-thread";
     case DeathProof::pid_reused: return "pid-reused";
     case DeathProof::predates_boot: return "predates-boot";
+    case DeathProof::pid_not_runtime: return "pid-not-runtime";
     case DeathProof::operator_word: return "operator";
   }
   return "none";
@@ -429,7 +445,8 @@ bool detail::another_account(const ProcessInfo& process, const HostFacts& host, 
 }
 
 bool detail::proof_is_certain(DeathProof proof) {
-  return proof != DeathProof::none && proof != DeathProof::operator_word && !clock_proof(proof);
+  return proof != DeathProof::none && proof != DeathProof::operator_word &&
+         proof != DeathProof::pid_not_runtime && !clock_proof(proof);
 }
 
 DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
@@ -440,12 +457,15 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
   const bool sees_everything =
       host.initial_pid_namespace && host.initial_user_namespace && host.process_table_complete;
   // Fills the class of a proof that covers every carrier.
+  // Which carriers' exclusions rest on the clock or on the runtime (each a trust of --force).
+  bool used_clock = false, used_runtime = false;
   auto conclude = [&](DeathProof reason, bool needs_view) {
     judged.reason = reason;
-    judged.uses_clock = clock_proof(reason);
+    judged.uses_clock = used_clock || clock_proof(reason);
+    judged.uses_runtime = used_runtime;
     judged.uses_visibility = !sees_everything || (needs_view && !facts.namespace_view_read);
-    const bool certain = !judged.uses_clock && !judged.uses_visibility && host.local_filesystem &&
-                         reason != DeathProof::operator_word;
+    const bool certain = !judged.uses_visibility && !judged.uses_clock && !judged.uses_runtime &&
+                         host.local_filesystem && detail::proof_is_certain(reason);
     judged.proof = certain ? ProofClass::certain : ProofClass::evidence;
     return judged;
   };
@@ -458,6 +478,7 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
 
   const std::int64_t number = static_cast<std::int64_t>(pid);
   const std::int64_t tolerance = std::max(tolerance_ns, minimum_reuse_tolerance_ns);
+  judged.tolerance_ns = tolerance;
   const bool clock_counts = !host.clock_void();
   DeathProof weakest = DeathProof::pid_dead;  // no carrier at all
   DeathProof void_clock = DeathProof::none;   // the weakest clock proof that did not count
@@ -468,6 +489,9 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
   auto examine = [&](const ProcessInfo& carrier, std::int64_t carrier_pid) {
     DeathProof proof = certain_exclusion(carrier, carrier_pid, host, area_uid);
     if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance);
+    // No clock needed: a process that runs no recognised runtime is not an Apnea.
+    if ((proof == DeathProof::none || (clock_proof(proof) && !clock_counts)) && runs_no_runtime(carrier))
+      proof = DeathProof::pid_not_runtime;
     // The operator's word covers a carrier nothing else excludes (or only void clock
     // evidence does), and only the process it names: same pid, same start.
     if (proof == DeathProof::none || (clock_proof(proof) && !clock_counts)) {
@@ -491,6 +515,8 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
       if (!blocker) blocker = carrier;
       return;
     }
+    used_clock = used_clock || clock_proof(proof);
+    used_runtime = used_runtime || proof == DeathProof::pid_not_runtime;
     weakest = weaker(weakest, proof);
   };
 

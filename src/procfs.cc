@@ -534,6 +534,15 @@ std::string runtime_sign(const std::string& directory, RuntimeProcess& process) 
 
 }  // namespace
 
+std::optional<std::string> read_runtime_sign(std::string_view root, std::int64_t pid) {
+  const std::string directory = process_path(root, pid, "");
+  RuntimeProcess process;
+  std::string sign = runtime_sign(directory, process);
+  // Gone while it was read (its files vanish with it): nothing to say about it.
+  if (!read_file_if_any(directory + "/stat")) return std::nullopt;
+  return sign;
+}
+
 std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
                                                                   std::uint32_t uid) {
   std::vector<RuntimeProcess> found;

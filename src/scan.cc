@@ -63,7 +63,10 @@ ProcessFacts ProcessCache::own(double pid) {
 
 ProcessFacts ProcessCache::with_carriers(ProcessFacts facts, bool needed) {
   std::lock_guard lock(mutex_);
-  if (!view_ && needed) view_ = system_.namespace_view();  // once: the others wait for it
+  if (!view_ && needed) {  // once: the others wait for it
+    view_ = system_.namespace_view();
+    for (ProcessInfo& process : *view_) detail::note_runtime_sign(system_, process);
+  }
   if (view_) {
     facts.ns_carriers = namespace_carriers(*view_, facts.pid);
     facts.namespace_view_read = true;

@@ -36,4 +36,8 @@ std::optional<std::vector<RuntimeProcess>> RealSystem::runtime_processes(std::ui
   return read_runtime_processes(default_proc_root, uid);
 }
 
+std::optional<std::string> RealSystem::runtime_sign(std::int64_t pid) {
+  return read_runtime_sign(default_proc_root, pid);
+}
+
 }  // namespace apnea_locks::detail

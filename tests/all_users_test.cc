@@ -50,7 +50,7 @@ struct AccountProcess {
   SpawnedProcess process;
   explicit AccountProcess(const TestAccount& account)
       : process({"setpriv", "--reuid=" + std::to_string(account.uid), "--regid=" + std::to_string(account.gid),
-                 "--clear-groups", "--", "sh", "-c", "echo ready; exec sleep 600"}) {
+                 "--clear-groups", "--", "sh", "-c", "echo ready; exec \"$0\" 600", node_named_sleep()}) {
     REQUIRE(process.read_line(Stream::out, 30s) == std::optional<std::string>("ready"));
   }
 };

@@ -416,6 +416,18 @@ TEST_CASE("record_changed: unchanged since publication only as Apnea publishes a
     dir.ctime_ns = file.ctime_ns;
     CHECK_FALSE(record_changed(dir, file, tolerance));
   }
+  SUBCASE("a wide --tolerance does not widen the window: a change 30 s later is still seen") {
+    file.ctime_ns = t + 30 * s;
+    CHECK(record_changed(dir, file, 86400 * s));
+    file.ctime_ns = file.birth_ns + 3 * s;
+    dir.ctime_ns = file.ctime_ns;
+    CHECK(record_changed(dir, file, 86400 * s));
+  }
+  SUBCASE("a narrow --tolerance narrows it") {
+    file.ctime_ns = file.birth_ns + s + s / 2;
+    dir.ctime_ns = file.ctime_ns;
+    CHECK(record_changed(dir, file, s));
+  }
 }
 
 namespace {

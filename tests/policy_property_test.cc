@@ -617,7 +617,7 @@ CaseReport run_case(std::uint64_t case_seed) {
     report.seen[role + " removed by no flag"] += !forced_removes;
     report.seen["state " + std::string(state_name(j.verdict.state))]++;
     for (const std::string& trust : forced_decision.trusts)
-      report.seen["--force removal trusting " + trust] += forced_removes;
+      report.seen["--force removal trusting " + trust.substr(0, trust.find(" ("))] += forced_removes;
 
     // 2. Never live: every pid the record names (by named_pids, and Apnea's accepted owner
     // pid), and every pid the generator wrote into it.

@@ -148,6 +148,51 @@ TEST_CASE("judge_death: each proof from the facts, on a healthy host") {
   CHECK(judge(dead_process(1.5)).proof == ProofClass::none);
 }
 
+TEST_CASE("pid-not-runtime: a live carrier that runs no recognised runtime is evidence, needing no clock") {
+  ProcessFacts owner = alive_process(100, area_uid, written - 10 * second);
+  // Its sign not read (a staged or unknown process): it may be the writer.
+  CHECK(judge(owner).proof == ProofClass::none);
+  // A runtime, or a process whose files could not be read: it may be the writer.
+  for (const char* sign : {"exe node", "maps libnode.so.108", "unreadable: maps"}) {
+    CAPTURE(sign);
+    owner.info->runtime_sign = sign;
+    CHECK(judge(owner).proof == ProofClass::none);
+    CHECK(judge(owner).blocker);
+  }
+  // Read, and nothing says it runs one: evidence, under --force's third trust.
+  owner.info->runtime_sign = "";
+  DeathJudgement plain = judge(owner);
+  CHECK(plain.reason == DeathProof::pid_not_runtime);
+  CHECK(plain.proof == ProofClass::evidence);
+  CHECK(plain.uses_runtime);
+  CHECK_FALSE(plain.uses_clock);
+  CHECK_FALSE(plain.blocker);
+  CHECK(proof_name(DeathProof::pid_not_runtime) == "pid-not-runtime");
+  // No clock involved: a void clock does not void it (where it voids pid-reused).
+  HostFacts stepped = host;
+  stepped.dev_birth_ns = host.boot_time_ns - 600 * second;
+  REQUIRE(stepped.clock_void());
+  ProcessFacts reused = alive_process(100, area_uid, written + 30 * second);
+  CHECK(judge(reused, stepped).proof == ProofClass::none);
+  reused.info->runtime_sign = "";
+  CHECK(judge(reused, stepped).reason == DeathProof::pid_not_runtime);
+  CHECK(judge(reused, stepped).proof == ProofClass::evidence);
+  // A carrier in a nested namespace that runs a runtime still blocks.
+  ProcessFacts both = owner;
+  both.ns_carriers.push_back(nested(300, 100, area_uid));
+  both.ns_carriers.back().runtime_sign = "exe node";
+  CHECK(judge(both).proof == ProofClass::none);
+  REQUIRE(judge(both).blocker);
+  CHECK(judge(both).blocker->pid == 300);
+  // Mixed with clock evidence on another carrier: both trusts are named.
+  both.ns_carriers.back() = nested(300, 100, area_uid);
+  both.ns_carriers.back().start_time_ns = written + 30 * second;
+  DeathJudgement mixed = judge(both);
+  CHECK(mixed.proof == ProofClass::evidence);
+  CHECK(mixed.uses_runtime);
+  CHECK(mixed.uses_clock);
+}
+
 TEST_CASE("proof names, classes and certainty") {
   CHECK(proof_name(DeathProof::pid_dead) == "pid-dead");
   CHECK(proof_name(DeathProof::pid_out_of_range) == "pid-out-of-range");
@@ -617,6 +662,9 @@ TEST_CASE("real processes: this one is alive, a reaped child is dead, an unreape
   CHECK_FALSE(self.info->nspid.empty());
   CHECK(self.info->start_time_ns <= now);
   CHECK_FALSE(self.info->command.empty());
+  // This test process stands in for an Apnea (doctest_main.cc maps a file named node).
+  REQUIRE(self.info->runtime_sign);
+  CHECK(self.info->runtime_sign->starts_with("maps node"));
   CHECK(judge_death(self, steady, ::getuid(), now, default_reuse_tolerance_ns).proof == ProofClass::none);
   // An owner record written long before this process started: the pid was reused.
   CHECK(judge_death(self, steady, ::getuid(), self.info->start_time_ns - 60 * second,

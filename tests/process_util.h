@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,6 +61,32 @@ inline CommandResult run_command(const std::vector<std::string>& words,
 }
 
 /// The value of an environment variable the test build sets (see tests/meson.build).
+/// A copy of `sleep` named `node`, executable by every account: a live process that looks
+/// like a Node runtime (PROTOCOL.md section 10) once exec'ed, where a plain `sleep` runs no
+/// runtime (pid-not-runtime). Made once per test program, removed when it exits.
+inline const std::string& node_named_sleep() {
+  struct Copy {
+    std::string folder, path;
+    Copy() {
+      char name[] = "/tmp/apnea-locks-test-node-XXXXXX";
+      if (::mkdtemp(name) == nullptr || ::chmod(name, 0755) != 0) std::abort();
+      folder = name;
+      path = folder + "/node";
+      std::ifstream in("/bin/sleep", std::ios::binary);
+      std::ofstream out(path, std::ios::binary);
+      out << in.rdbuf();
+      out.close();
+      if (!in || !out || ::chmod(path.c_str(), 0755) != 0) std::abort();
+    }
+    ~Copy() {
+      ::unlink(path.c_str());
+      ::rmdir(folder.c_str());
+    }
+  };
+  static const Copy copy;
+  return copy.path;
+}
+
 inline std::string test_env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? std::string() : std::string(value);

@@ -448,4 +448,11 @@ TEST_CASE("possible owners: a runtime by its exe, maps, open files, neighbours o
   REQUIRE(as_root);
   CHECK(std::ranges::any_of(*as_root, [](const RuntimeProcess& p) { return p.pid == 307; }));
   CHECK_FALSE(read_runtime_processes(tree.dir / "no-proc", 1000));
+  // One process's sign, by the same tests (a carrier's pid-not-runtime): "" for none, nothing
+  // for a pid with no entry.
+  CHECK(read_runtime_sign(tree.root, 300) == std::optional<std::string>("exe node"));
+  CHECK(read_runtime_sign(tree.root, 306) == std::optional<std::string>("unreadable: maps"));
+  CHECK(read_runtime_sign(tree.root, 309) == std::optional<std::string>(""));
+  CHECK(read_runtime_sign(tree.root, 307) == std::optional<std::string>("exe node"));
+  CHECK_FALSE(read_runtime_sign(tree.root, 999));
 }

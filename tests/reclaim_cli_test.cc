@@ -402,8 +402,9 @@ TEST_CASE("the lock path from Apnea's message works without --lock-dir, wherever
 TEST_CASE("the operator's word: --not-owner PID@START, as the refusal prints it, for that one process") {
   Area a;
   // An unrelated long-lived process of ours, started before the record naming it was written
-  // (so no clock evidence either): alive, and no flag alone removes the lock.
-  SpawnedProcess unrelated({"sleep", "1000"});
+  // (so no clock evidence either), that runs a runtime (so not pid-not-runtime): alive, and
+  // no flag alone removes the lock.
+  SpawnedProcess unrelated({node_named_sleep(), "1000"});
   const std::string pid = std::to_string(unrelated.pid());
   make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(unrelated.pid()));
   Finished refused = a.reclaim({"--force", "--yes", a.lock});
@@ -445,4 +446,39 @@ TEST_CASE("the operator's word: --not-owner PID@START, as the refusal prints it,
   CHECK(removed.out.find("operator") != std::string::npos);
   CHECK(removed.out.find("the operator's word (--not-owner) that pid " + pid) != std::string::npos);
   CHECK_FALSE(unrelated.wait(std::chrono::milliseconds(0)).has_value());
+}
+
+TEST_CASE("pid-not-runtime: a lock naming a live process that runs no runtime needs --force, which names the trust") {
+  Area a;
+  // A plain `sleep` (exec'ed: no runtime's file mapped), started before the record naming it
+  // was written: no clock evidence, only the runtime's.
+  SpawnedProcess plain({"sleep", "1000"});
+  const std::string pid = std::to_string(plain.pid());
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(plain.pid()));
+
+  Finished refused = a.reclaim({"--yes", "--json", a.lock});
+  CAPTURE(refused.out);
+  CHECK(refused.status == 1);
+  CHECK(exists(a.lock));
+  const auto report = parse_object(refused.out);
+  const auto& target = report.at("targets").as_array().at(0).as_object();
+  CHECK(target.at("proof").as_string() == "evidence");
+  CHECK(target.at("proof_name").as_string() == "pid-not-runtime");
+
+  Finished removed = a.reclaim({"--force", "--yes", a.lock});
+  CAPTURE(removed.out);
+  CHECK(removed.status == 0);
+  CHECK_FALSE(exists(a.lock));
+  CHECK(removed.out.find("pid-not-runtime (evidence)") != std::string::npos);
+  CHECK(removed.out.find("Apnea runs only in a recognised runtime") != std::string::npos);
+  CHECK_FALSE(plain.wait(std::chrono::milliseconds(0)).has_value());  // untouched
+
+  // The same process under a runtime's name: alive and maybe the writer, so --force refuses.
+  SpawnedProcess node({node_named_sleep(), "1000"});
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(node.pid()));
+  Finished kept = a.reclaim({"--force", "--yes", a.lock});
+  CAPTURE(kept.out);
+  CHECK(kept.status == 1);
+  CHECK(exists(a.lock));
+  CHECK(kept.out.find("pid " + std::to_string(node.pid())) != std::string::npos);
 }

@@ -236,6 +236,14 @@ class StagedSystem : public System {
     if (!step("runtime_processes", std::to_string(uid))) return std::nullopt;
     return real_processes ? real_.runtime_processes(uid) : staged_runtime;
   }
+  /// A staged process's `info->runtime_sign` (nothing: not read, so it may be a runtime).
+  std::optional<std::string> runtime_sign(std::int64_t pid) override {
+    if (!step("runtime", std::to_string(pid))) return std::nullopt;
+    if (real_processes) return real_.runtime_sign(pid);
+    auto found = processes.find(pid);
+    if (found == processes.end() || !found->second.info) return std::nullopt;
+    return found->second.info->runtime_sign;
+  }
   std::optional<std::uint64_t> namespace_inode(std::string_view kind) override {
     ++namespace_inode_reads;
     if (real_processes) return real_.namespace_inode(kind);

@@ -72,10 +72,12 @@ struct ClassifyPolicy {
 /// True when the owner record of an entry changed after it was published (PROTOCOL.md
 /// section 10, "A damaged record proves nothing about its owner"), from the lock
 /// directory's and owner.json's statx: owner.json's birth time and ctime more than
-/// `tolerance_ns` apart, the directory born more than `tolerance_ns` before owner.json (or
-/// after it), or owner.json's ctime later than the directory's ctime plus `tolerance_ns`.
-/// Where the filesystem gives no birth time, only the last test is made. False when either
-/// stat is missing. Pure.
+/// a window apart, the directory born more than the window before owner.json (or after it),
+/// or owner.json's ctime later than the directory's ctime plus the window. The window is
+/// `tolerance_ns` but never more than the default 2 s: a wider --tolerance makes fewer
+/// pid-reused proofs, and must never make a rewritten record look unchanged (no flag makes
+/// removal more likely by widening a window). Where the filesystem gives no birth time, only
+/// the last test is made. False when either stat is missing. Pure.
 bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns);
 
 

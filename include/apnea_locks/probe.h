@@ -73,7 +73,10 @@ struct ProcessFacts {
 };
 
 /// Probes pid (kill when 1 <= pid <= 2^31-1, then /proc); `view` (may be null) is the
-/// survey's namespace_view(), searched for carriers.
+/// survey's namespace_view(), searched for carriers (with the runtime signs the view has:
+/// ProcessCache reads them when it reads the view). The live process with that pid in our
+/// namespace has its runtime_sign read (System::runtime_sign), unless it is a zombie or a
+/// kernel thread.
 ProcessFacts gather_process(System& system, double pid, const std::vector<ProcessInfo>* view);
 
 /// Apnea 0.2.2's liveness: alive unless kill(pid, 0) failed with ESRCH (so EPERM and pids
@@ -91,6 +94,7 @@ enum class DeathProof {
   pid_is_kernel_thread,  ///< the number now names a kernel thread (PF_KTHREAD), never Apnea
   pid_reused,        ///< started after the owner record was written (clock-based)
   predates_boot,     ///< the owner record was written before the last boot (clock-based)
+  pid_not_runtime,   ///< the number now names a process that runs no recognised runtime
   operator_word,     ///< the operator named the carrier as not the lock's Apnea (--not-owner)
 };
 
@@ -133,6 +137,12 @@ struct DeathJudgement {
   /// proof that would be certain is evidence. Set for clock proofs too, so `--force` can name
   /// both trusts it uses.
   bool uses_visibility = false;
+  /// Rests on `pid-not-runtime` for some carrier: `--force`'s third trust, that Apnea runs
+  /// only in a recognised runtime.
+  bool uses_runtime = false;
+  /// The tolerance the clock proofs used (at least 1 s): with the 60 s of the void-clock
+  /// test, the band of forward clock steps that would fake them.
+  std::int64_t tolerance_ns = 0;
   bool clock_void = false;       ///< a clock proof was seen but the clock stepped: not counted
   bool remote_filesystem = false;///< the area is not on a local filesystem: never removable
   /// The carrier the operator's word excluded (proof operator_word), when one was.
@@ -150,7 +160,9 @@ struct DeathJudgement {
 /// for P >= pid_max_limit or P >= 2^31 (never from the current pid_max); zombie only when
 /// state Z/X AND threads == 1; pid-other-uid only when all four uids differ from area_uid,
 /// area_uid != 0 and !host.idmapped, and uids are known; pid-is-thread when tgid != pid;
-/// pid-reused / predates-boot are evidence and do not count when host.clock_void(). Pure.
+/// pid-reused / predates-boot are evidence and do not count when host.clock_void();
+/// pid-not-runtime (evidence, no clock) for a carrier nothing else excludes whose
+/// `runtime_sign` was read and is empty. Pure.
 ///
 /// Decisions beyond the letter of section 9:
 /// - a field /proc did not give (state '?', tgid 0, threads 0, uids unknown) proves nothing:

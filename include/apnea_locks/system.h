@@ -106,11 +106,14 @@ struct ProcessInfo {
   Pause pause = Pause::none;
   std::int64_t tracer_pid = 0;
   std::string frozen_cgroup{};
-  /// Filled for possible owners only (runtime_processes): its executable, its working
-  /// directory, and why it counts ("exe node", "maps libnode.so.108", "unreadable: maps", ...).
+  /// Filled for possible owners only (runtime_processes): its executable and its working
+  /// directory.
   std::string executable{};
   std::string cwd{};
-  std::string runtime_sign{};
+  /// Why it may run Apnea (RuntimeProcess::sign: "exe node", "maps libnode.so.108",
+  /// "unreadable: maps", ...), "" when nothing says so (pid-not-runtime); nothing when not
+  /// read. Filled for possible owners and for the carriers of a record's pids.
+  std::optional<std::string> runtime_sign{};
 };
 
 /// A process that runs a recognised runtime (PROTOCOL.md section 10: Node, Bun, Deno,
@@ -259,6 +262,9 @@ class Processes {
   /// ELECTRON_RUN_AS_NODE in its environment; or whose exe, maps, fd or environ cannot be
   /// read. Nothing when /proc cannot be listed. One walk of /proc.
   virtual std::optional<std::vector<RuntimeProcess>> runtime_processes(std::uint32_t uid) = 0;
+  /// Why the process `pid` may run Apnea (RuntimeProcess::sign, the same tests as
+  /// runtime_processes), "" when nothing says so; nothing when it has no /proc entry.
+  virtual std::optional<std::string> runtime_sign(std::int64_t pid) = 0;
 };
 
 /// The host facts a proof of death rests on (PROTOCOL.md section 9), read once per survey.

@@ -99,6 +99,10 @@ std::string_view proof_explanation(DeathProof proof) {
       return "the process started after owner.json was written (clock-based: reclaim needs --force)";
     case DeathProof::predates_boot:
       return "owner.json was written before the last boot (clock-based: reclaim needs --force)";
+    case DeathProof::pid_not_runtime:
+      return "the pid now names a process that runs no recognised runtime (Node, Bun, Deno, "
+             "Electron, apnea-locks), so it is not the Apnea that wrote the record (reclaim needs "
+             "--force)";
     case DeathProof::operator_word:
       return "the operator said the process with that pid and start time is not the lock's Apnea "
              "(--not-owner, with --force)";

@@ -68,7 +68,12 @@ std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view
 /// area's by all four uids, the area is not root's and no mount of its device is idmapped.
 bool another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid);
 
-/// True for proofs that involve no clock: the ones that are certain when the host allows.
+/// Reads `carrier`'s runtime sign (System::runtime_sign) unless other proofs settle it (a
+/// zombie, a kernel thread).
+void note_runtime_sign(System& system, ProcessInfo& carrier);
+
+/// True for the proofs that are certain when the host allows: no clock, no runtime trust,
+/// not the operator's word.
 bool proof_is_certain(DeathProof proof);
 
 }  // namespace apnea_locks::detail

@@ -63,6 +63,10 @@ std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view r
 
 /// System::runtime_processes, read from `<root>`: every process that may run Apnea for an
 /// area of uid `uid`, with why. Nothing when `<root>` cannot be listed.
+/// System::runtime_sign, read from `<root>/<pid>`: why it may run Apnea, "" when nothing
+/// says so; nothing when it has no entry there.
+std::optional<std::string> read_runtime_sign(std::string_view root, std::int64_t pid);
+
 std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
                                                                   std::uint32_t uid);
 

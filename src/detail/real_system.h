@@ -60,6 +60,7 @@ class RealSystem final : public System {
   std::vector<ProcessInfo> namespace_view() override;
   std::optional<std::vector<ProcessInfo>> paused_processes() override;
   std::optional<std::vector<RuntimeProcess>> runtime_processes(std::uint32_t uid) override;
+  std::optional<std::string> runtime_sign(std::int64_t pid) override;
 
   // Host.
   std::optional<std::uint64_t> namespace_inode(std::string_view kind) override;
