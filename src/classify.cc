@@ -1,11 +1,14 @@
 #include "apnea_locks/classify.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
 
 #include "apnea_locks/protocol.h"
+#include "detail/owner.h"
 #include "detail/probe.h"
 
 namespace apnea_locks {
@@ -61,7 +64,40 @@ std::string_view guard_state_name(GuardState state) {
 
 namespace {
 
-/// Appends `word` quoted for a POSIX shell when it needs quoting (else as it is) to `out`.
+/// Whether `word` holds a byte no text output shows as it is (detail::must_escape).
+bool needs_escapes(std::string_view word) {
+  for (std::size_t at = 0; at < word.size();) {
+    const detail::Utf8Step step = detail::utf8_step(word.substr(at));
+    if (detail::must_escape(step)) return true;
+    at += step.length;
+  }
+  return false;
+}
+
+/// Appends `word` as bash's and POSIX 2024's ANSI-C quoting, `$'...'`, to `out`: printable
+/// ASCII as is but `\` and `'` (as `\\` and `\'`), every other byte as `\xHH`, and so is a
+/// hex digit right after such an escape (POSIX leaves `\x` with more than two hex digits
+/// unspecified). Printable ASCII only, so the text escaper leaves it as it is.
+void append_ansi_c_word(std::string& out, std::string_view word) {
+  out += "$'";
+  bool after_hex = false;  // the last thing written was a \xHH escape
+  for (char c : word) {
+    const auto byte = static_cast<unsigned char>(c);
+    const bool hex_digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    after_hex = byte < 0x20 || byte >= 0x7f || (after_hex && hex_digit);
+    if (after_hex) {
+      out += fmt::format("\\x{:02x}", byte);
+      continue;
+    }
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  out += '\'';
+}
+
+/// Appends `word` quoted for a POSIX shell when it needs quoting (else as it is) to `out`:
+/// `$'...'` when a byte needs an escape (PROTOCOL.md section 10), so that the word pasted
+/// into a shell names exactly its bytes; else single quotes.
 void append_shell_word(std::string& out, std::string_view word) {
   static constexpr auto safe = [] {  // characters no POSIX shell treats specially
     std::array<bool, 256> table{};
@@ -75,6 +111,10 @@ void append_shell_word(std::string& out, std::string_view word) {
   });
   if (plain && word.front() != '=') {
     out.append(word);
+    return;
+  }
+  if (needs_escapes(word)) {
+    append_ansi_c_word(out, word);
     return;
   }
   out += '\'';

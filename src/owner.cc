@@ -81,7 +81,7 @@ std::string encode_owner(const Owner& owner) {
 
 Utf8Step detail::utf8_step(std::string_view bytes) {
   const auto b = static_cast<unsigned char>(bytes[0]);
-  if (b < 0x80) return {1, true};
+  if (b < 0x80) return {1, true, b};
   std::size_t needed = 0;
   unsigned char lower = 0x80, upper = 0xBF;
   if (b >= 0xC2 && b <= 0xDF) {
@@ -97,15 +97,25 @@ Utf8Step detail::utf8_step(std::string_view bytes) {
   } else {
     return {1, false};
   }
+  char32_t point = b & (needed == 1 ? 0x1F : needed == 2 ? 0x0F : 0x07);
   std::size_t k = 1;
   for (; k <= needed && k < bytes.size(); ++k) {
     const auto c = static_cast<unsigned char>(bytes[k]);
     if (c < lower || c > upper) break;
+    point = (point << 6) | (c & 0x3F);
     lower = 0x80;
     upper = 0xBF;
   }
   if (k <= needed) return {k, false};
-  return {needed + 1, true};
+  return {needed + 1, true, point};
+}
+
+bool detail::must_escape(const Utf8Step& step) {
+  const char32_t c = step.point;
+  if (!step.valid || c < 0x20 || (c >= 0x7F && c < 0xA0)) return true;
+  return c == 0x00AD || c == 0x061C || c == 0x180E || (c >= 0x200B && c <= 0x200F) ||
+         (c >= 0x2028 && c <= 0x202E) || (c >= 0x2060 && c <= 0x2064) ||
+         (c >= 0x2066 && c <= 0x206F) || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB);
 }
 
 std::string utf8_with_replacement(std::string_view bytes) {

@@ -132,7 +132,12 @@ CheckOutput parse_check(const CommandResult& result) {
     }
   }
   std::string line;
-  while (std::getline(lines, line)) out.details.push_back(line);
+  while (std::getline(lines, line)) {
+    // Nagios takes what follows the first '|' of any line as perfdata: no other '|'.
+    CHECK_MESSAGE(line.find('|') == std::string::npos, line);
+    out.details.push_back(line);
+  }
+  CHECK_MESSAGE(first.find('|') == (bar == std::string::npos ? std::string::npos : bar + 1), first);
   // Nagios: the exit status is the status word.
   const std::map<std::string, int> codes = {{"OK", 0}, {"WARNING", 1}, {"CRITICAL", 2}, {"UNKNOWN", 3}};
   REQUIRE_MESSAGE(codes.count(out.word) == 1, first);
@@ -306,6 +311,32 @@ TEST_CASE("check: a leftover reclaim guard is CRITICAL; a recent one is OK") {
   CHECK(left.perf.at("guards").value == 1);
   CHECK(check(area.path, {"--guard-age", "900"}).word == "OK");
   CHECK(check(area.path, {"--guard-age", "15m"}).word == "OK");
+}
+
+TEST_CASE("check: a '|' from a path is written \\x7c, so that only the perfdata follows a '|'") {
+  TempDir root;
+  const std::string dir = root / "pipe|dir";  // parse_check: one '|' on the status line, none after
+  make_dir(dir);
+  const std::string global = fake_lock_name("global", LockKind::global_setup);
+  make_entry(dir, global, owner_json(dead_pid()));
+  age_path(dir + "/" + global, 120);
+  const std::string shown = root / "pipe\\x7cdir";
+  CheckOutput out = check(dir, {"-vv"});
+  CHECK(out.word == "WARNING");
+  CHECK(out.perf.at("stale").value == 1);
+  REQUIRE(out.details.size() == 2);
+  CHECK(out.details[0].find("lock area " + shown + ";") == 0);
+  CHECK(out.details[1].find("stale lock " + shown + "/" + global) == 0);
+  CHECK(out.details[1].find("fix: apnea-locks reclaim --lock-dir '" + shown + "'") != std::string::npos);
+
+  // On the status line: a missing area, an unsafe one.
+  CheckOutput missing = check(root / "missing|dir");
+  CHECK(missing.word == "UNKNOWN");
+  CHECK(missing.summary.find(root / "missing\\x7cdir") != std::string::npos);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+  CheckOutput unsafe = check(dir);
+  CHECK(unsafe.word == "CRITICAL");
+  CHECK(unsafe.summary.find("unsafe Apnea lock directory: " + shown) == 0);
 }
 
 TEST_CASE("check: an unsafe area is CRITICAL, an unreadable one UNKNOWN, without perfdata") {

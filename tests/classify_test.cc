@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "cli/text.h"
+#include "process_util.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
+using apnea_locks::testing::bash_words;
 
 namespace {
 
@@ -380,6 +383,40 @@ TEST_CASE("shell_word quotes only what needs it") {
   CHECK(shell_word("/tmp/a b") == "'/tmp/a b'");
   CHECK(shell_word("it's") == "'it'\\''s'");
   CHECK(shell_word("") == "''");
+  CHECK(shell_word("caf\xc3\xa9 au lait") == "'caf\xc3\xa9 au lait'");  // UTF-8 that hides nothing
+}
+
+TEST_CASE("shell_word: $'...' for a byte that needs an escape, which bash reads back exactly") {
+  CHECK(shell_word("a\x1b[31mb") == "$'a\\x1b[31mb'");
+  CHECK(shell_word("it's\\\n") == "$'it\\'s\\\\\\x0a'");
+  // A hex digit right after \xHH is escaped too: POSIX leaves \x with more than two unspecified.
+  CHECK(shell_word("\x07" "beef") == "$'\\x07\\x62\\x65\\x65\\x66'");
+  const std::vector<std::string> hostile{
+      "bad\xff\xfe\xc3(",                // invalid UTF-8
+      "\xed\xa0\x80 \xe2\x82",            // a surrogate, a cut sequence
+      "esc\x1b[31mred\x1b]0;title\x07",   // ESC, BEL
+      "nl\nnext\rcr\ttab",
+      "rlo\xe2\x80\xae" "txt.exe",        // U+202E
+      "lsep\xe2\x80\xa8 zwsp\xe2\x80\x8b bom\xef\xbb\xbf",
+      "c1\xc2\x9b" "31m del\x7f",
+      "quote' dquote\" back\\slash\x1b",
+      "$(touch x) `id` $HOME !! * ?\x01",
+      "caf\xc3\xa9\x1b" "0a",              // valid UTF-8 beside a control, a hex digit after
+      "\x1f" "-",
+  };
+  for (const std::string& word : hostile) {
+    const std::string quoted = shell_word(word);
+    CAPTURE(quoted);
+    CHECK(quoted.starts_with("$'"));
+    // Printable ASCII only: the text escaper leaves it as it is.
+    CHECK(std::all_of(quoted.begin(), quoted.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
+    CHECK(cli::printable(quoted) == quoted);
+  }
+  // Pasted into bash, every word (the plain and single-quoted ones too) names its bytes.
+  std::vector<std::string> words = hostile;
+  words.insert(words.end(), {"/tmp/plain", "/tmp/a b", "it's", "", "caf\xc3\xa9", "=x"});
+  CHECK(bash_words(shell_command(words)) == words);
+  for (const std::string& word : words) CHECK(bash_words(shell_word(word)) == std::vector{word});
 }
 
 TEST_CASE("record_changed: unchanged since publication only as Apnea publishes a record") {

@@ -389,6 +389,22 @@ TEST_CASE("a hostile lock directory and a hostile TMPDIR print nothing hostile")
   const std::vector<std::string> in{"--lock-dir", dir};
   audit.run(cat({"status"}, in));
   audit.run(cat({"status"}, cat(in, {"-r", "-o", all_columns})));
+  // A fix is printed for pasting: $'...' words, which bash reads back as the very bytes of
+  // the lock directory and of the entry.
+  const Finished fixes = audit.run(cat({"status"}, cat(in, {"-n", "-o", "fix"})));
+  std::istringstream fix_lines(fixes.out);
+  int pasted = 0;
+  for (std::string line; std::getline(fix_lines, line);) {
+    if (line.empty() || line == "-") continue;  // no fix
+    CAPTURE(visible(line));
+    const std::vector<std::string> words = bash_words(line);
+    const auto option = std::find(words.begin(), words.end(), "--lock-dir");
+    REQUIRE(option + 1 < words.end());
+    CHECK(visible(option[1]) == visible(dir));
+    CHECK((words.back() == dir + "/" + fake_lock_name("a") || words.back() == dir + "/" + fake_lock_name("b")));
+    ++pasted;
+  }
+  CHECK(pasted >= 1);
   audit.run(cat({"status"}, cat(in, {"--format", "prometheus"})));
   audit.run(cat({"status"}, cat(in, {"-J"})), Format::json);
   audit.run(cat({"check"}, in));

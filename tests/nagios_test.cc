@@ -109,6 +109,12 @@ TEST_CASE("METRIC=RANGE names a count; a bare RANGE the default metric") {
   CHECK(unknown.error().find("unknown metric 'bogus'") != std::string::npos);
 }
 
+TEST_CASE("nagios_text: the text escaper's, and '|' (perfdata follows it) as \\x7c") {
+  CHECK(nagios_text("/tmp/a|b||c") == "/tmp/a\\x7cb\\x7c\\x7cc");
+  CHECK(nagios_text("esc\x1b|\xe2\x80\xae\xff") == "esc\\x1b\\x7c\\u202e\\xff");
+  CHECK(nagios_text("plain text, 2 locks") == "plain text, 2 locks");
+}
+
 TEST_CASE("-v, -vv, -vvv and --verbose count up to 3; the rest is left for the parser") {
   auto [level, rest] = take_verbosity({"-v", "--lock-dir", "x", "-vv", "--verbose"});
   CHECK(level == 3);

@@ -60,6 +60,20 @@ inline CommandResult run_command(const std::vector<std::string>& words,
   return result;
 }
 
+/// The words bash reads from `line`, as a command printed for pasting is read: each word
+/// exactly as bash passes it to a program (`printf '%s\0'`, split at the NULs).
+inline std::vector<std::string> bash_words(const std::string& line) {
+  const CommandResult result = run_command({"bash", "-c", "printf '%s\\0' " + line});
+  std::vector<std::string> words;
+  for (std::size_t at = 0; at < result.out.size();) {
+    const std::size_t end = result.out.find('\0', at);
+    words.push_back(result.out.substr(at, end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return words;
+}
+
 /// The value of an environment variable the test build sets (see tests/meson.build).
 /// A copy of `sleep` named `node`, executable by every account: a live process that looks
 /// like a Node runtime (PROTOCOL.md section 10) once exec'ed, where a plain `sleep` runs no

@@ -14,6 +14,7 @@
 #include "cli/atomic_file.h"
 #include "cli/prometheus.h"
 #include "cli/summary.h"
+#include "cli/text.h"
 #include "prometheus_parser.h"
 #include "staged_system.h"
 
@@ -129,12 +130,17 @@ TEST_CASE("prometheus_label_value escapes and repairs label values") {
   CHECK(prometheus_label_value("a\"b\\c\nd") == "a\\\"b\\\\c\\\\x0ad");
   CHECK(prometheus_label_value("esc\x1b[2J\xc2\x9b") == "esc\\\\x1b[2J\\\\u009b");
   CHECK(prometheus_label_value("bad\xff") == "bad\\\\xff");
+  CHECK(prometheus_label_value("rlo\xe2\x80\xae") == "rlo\\\\u202e");
+  // Through the exposition format and back: a quote, a backslash, a newline, ESC, U+202E and
+  // invalid UTF-8 read back as the text escaper wrote them, each escape's backslash intact.
   MetricsReport report;
-  report.lock_dir = "/tmp/we\"ird\\dir\nx\xfe";
+  report.lock_dir = "/tmp/we\"ird\\dir\nx\xfe\x1b[2J\xe2\x80\xae" "end";
   report.version = "v";
   auto parsed = parse_exposition(prometheus_text(report));
   REQUIRE_MESSAGE(parsed, parsed.error());
-  CHECK(parsed->families.front().samples.front().labels.at("lock_dir") == "/tmp/we\"ird\\dir\\x0ax\\xfe");
+  CHECK(parsed->families.front().samples.front().labels.at("lock_dir") ==
+        "/tmp/we\"ird\\dir\\x0ax\\xfe\\x1b[2J\\u202eend");
+  CHECK(parsed->families.front().samples.front().labels.at("lock_dir") == printable(report.lock_dir));
 }
 
 TEST_CASE("AreaSummary counts locks, debris, guards and the oldest lock age") {

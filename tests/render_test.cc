@@ -17,6 +17,7 @@
 #include "cli/entry_report.h"
 #include "cli/options.h"
 #include "cli/terminal.h"
+#include "process_util.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
@@ -264,6 +265,27 @@ TEST_CASE("a fix command wraps into lines that still paste as one command") {
     end = wrapped.find('\n', at);
     if (end == std::string::npos) end = wrapped.size();
     CHECK(end - at <= 31);
+  }
+}
+
+TEST_CASE("a fix command with hostile bytes prints as ASCII, wraps, and pastes back exactly") {
+  // ESC, U+202E, invalid UTF-8, '|' and a quote in the lock directory: $'...' words, cut
+  // into pieces (each quoted on its own) when longer than a line.
+  const std::string dir = "/tmp/area-\x1b[31m\xe2\x80\xae|it's\xff" "ab";
+  const std::vector<std::string> argv = {"apnea-locks", "reclaim", "--lock-dir", dir,
+                                         dir + "/repository-" + std::string(64, 'a') + ".lock"};
+  for (const std::size_t width : {0, 40}) {
+    CAPTURE(width);
+    const std::string wrapped = wrap_command(argv, width, "  ");
+    CAPTURE(wrapped);
+    for (std::size_t at = 0, end = 0; at < wrapped.size(); at = end + 1) {
+      end = wrapped.find('\n', at);
+      if (end == std::string::npos) end = wrapped.size();
+      const std::string line = wrapped.substr(at, end - at);
+      CHECK(printable(line) == line);  // nothing for the escaper to change: no lost bytes
+      if (width != 0) CHECK(display_width(line) <= width);
+    }
+    CHECK(testing::bash_words(wrapped) == argv);
   }
 }
 

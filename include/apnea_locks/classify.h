@@ -144,7 +144,11 @@ struct Verdict {
 /// Pure.
 Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel* label);
 
-/// Quotes `word` for a POSIX shell when it needs quoting (else returns it unchanged).
+/// Quotes `word` for a POSIX shell when it needs quoting (else returns it unchanged): in
+/// single quotes, or as `$'...'` (bash, POSIX 2024) with `\xHH` escapes when it holds a
+/// control, DEL, a C1 control, invalid UTF-8 or an invisible format character (Cf,
+/// U+2028/U+2029), every byte outside printable ASCII then escaped. Pasted into bash, the
+/// result names exactly `word`'s bytes (a NUL, which no argument or path holds, ends it).
 std::string shell_word(std::string_view word);
 
 /// `argv` as one POSIX shell command line (each word quoted as shell_word quotes it).

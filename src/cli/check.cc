@@ -119,14 +119,6 @@ po::options_description describe(CheckOptions& o) {
   return options;
 }
 
-/// Text for the status line: printable, and never a '|' (it starts the perfdata).
-std::string line_text(std::string_view text) {
-  std::string out = printable(text);
-  for (char& c : out)
-    if (c == '|') c = '/';
-  return out;
-}
-
 /// The -w and -c ranges by metric ("age" for the lock age).
 struct Thresholds {
   std::map<std::string, NagiosRange> warning;
@@ -323,8 +315,10 @@ std::string perfdata(const Findings& f, const Thresholds& t) {
   return out;
 }
 
+/// The status line: `summary` escaped for Nagios (nagios_text), then the perfdata.
 void print_line(int status, std::string_view summary, std::string_view perf = {}) {
-  fmt::print("APNEA-LOCKS {} - {}{}{}\n", status_word(status), summary, perf.empty() ? "" : " | ", perf);
+  fmt::print("APNEA-LOCKS {} - {}{}{}\n", status_word(status), nagios_text(summary),
+             perf.empty() ? "" : " | ", perf);
 }
 
 std::string yes_no(bool value) { return value ? "yes" : "no"; }
@@ -332,7 +326,7 @@ std::string yes_no(bool value) { return value ? "yes" : "no"; }
 /// A plugin reports every failure on its status line, as UNKNOWN.
 int unknown_line(std::string_view message) {
   arm_timeout(0, {}, unknown);
-  print_line(unknown, line_text(message));
+  print_line(unknown, message);
   std::fflush(stdout);
   return static_cast<int>(unknown);
 }
@@ -343,8 +337,8 @@ void arm_check_timeout(const CheckOptions& o, std::string_view what) {
   const std::int64_t timeout_s = o.timeout_ns / ns_per_second;
   arm_timeout(static_cast<unsigned>(timeout_s),
               fmt::format("APNEA-LOCKS {} - {}\n", status_word(unknown),
-                          line_text(fmt::format("timed out after {}s (-t) checking {}",
-                                                timeout_s, what))),
+                          nagios_text(fmt::format("timed out after {}s (-t) checking {}",
+                                                  timeout_s, what))),
               unknown);
 }
 
@@ -529,7 +523,7 @@ struct AllUsers {
 void judge_user_area(System& system, const AccountArea& area, const CheckOptions& o,
                      const Thresholds& t, AllUsers& all) {
   if (!area.surveyable()) {
-    all.problems.push_back(fmt::format("{}: {}", area.top, area.message()));  // line_text escapes
+    all.problems.push_back(fmt::format("{}: {}", area.top, area.message()));  // nagios_text escapes
     all.area_status = worse(all.area_status, critical);
     MetricsReport& metrics = all.metrics.emplace_back(account_metrics(area, nullptr));
     metrics.check_status = critical;
@@ -565,7 +559,7 @@ void print_all_users(const AllUsers& all, const CheckOptions& o, const Threshold
     text = fmt::format("{}{}; {}", problems.front(), more, text);
   }
   text += fmt::format(" in {}", plural(all.users.size(), "account's area", "accounts' areas"));
-  print_line(status, line_text(text), perfdata(all.total, t));
+  print_line(status, text, perfdata(all.total, t));
   std::vector<std::string> lines(problems.begin() + (problems.empty() ? 0 : 1), problems.end());
   if (o.verbosity >= 2) {
     std::string names;
@@ -574,7 +568,7 @@ void print_all_users(const AllUsers& all, const CheckOptions& o, const Threshold
                                 names.empty() ? "none" : names, all.total.summary.scanned));
   }
   add_details(lines, all.total, o.verbosity);
-  for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
+  for (const std::string& line : lines) fmt::print("{}\n", nagios_text(line));
 }
 
 /// check --all-users: each account's area judged by a child that has become the account
@@ -597,10 +591,10 @@ void print_area(const Pass& pass, const LockArea& area, const CheckOptions& o, c
                 const HostFacts& host) {
   const Findings& findings = pass.findings;
   if (!pass.listed) {
-    print_line(pass.status, line_text(*pass.problem));
+    print_line(pass.status, *pass.problem);
     return;
   }
-  print_line(pass.status, line_text(pass.problem ? *pass.problem : summary_text(findings, t)),
+  print_line(pass.status, pass.problem ? *pass.problem : summary_text(findings, t),
              perfdata(findings, t));
   std::vector<std::string> lines;
   if (o.verbosity >= 2) {
@@ -620,7 +614,7 @@ void print_area(const Pass& pass, const LockArea& area, const CheckOptions& o, c
         yes_no(host.idmapped), yes_no(host.clock_void())));
   }
   add_details(lines, findings, o.verbosity);
-  for (const std::string& line : lines) fmt::print("{}\n", line_text(line));
+  for (const std::string& line : lines) fmt::print("{}\n", nagios_text(line));
 }
 
 /// check on the one area the options name.

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "cli/text.h"
+
 namespace apnea_locks::cli {
 
 namespace {
@@ -161,6 +163,17 @@ std::pair<int, std::vector<std::string>> take_verbosity(const std::vector<std::s
     rest.push_back(word);
   }
   return {std::min(level, 3), std::move(rest)};
+}
+
+std::string nagios_text(std::string_view text) {
+  const std::string escaped = printable(text);
+  std::string out;
+  out.reserve(escaped.size());
+  for (char c : escaped) {
+    if (c == '|') out += "\\x7c";
+    else out += c;
+  }
+  return out;
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // The Nagios plugin conventions `check` follows: threshold ranges, their consistency, the
-// perfdata form, and the -t timeout. Pure, except arm_timeout (a signal and a timer).
+// perfdata form, the escaper of its output and the -t timeout. Pure, except arm_timeout (a
+// signal and a timer).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,11 @@ std::expected<Threshold, std::string> parse_threshold(std::string_view text,
 /// The number of -v/--verbose words (`-v`, `-vv`, `-vvv`, `--verbose`) before any `--`,
 /// at most 3, and the arguments without them.
 std::pair<int, std::vector<std::string>> take_verbosity(const std::vector<std::string>& args);
+
+/// Text for a plugin's output, status line or long output (PROTOCOL.md section 10): the
+/// text escaper's (printable), and every `|` as `\x7c`, in its notation: Nagios takes what
+/// follows the first `|` as perfdata. The one escaper of check's output.
+std::string nagios_text(std::string_view text);
 
 /// After `seconds`, writes `line` (prepared now) to standard output and ends the process
 /// with `status`, whatever it is doing (SIGALRM; async-signal-safe). `seconds` 0 disarms.

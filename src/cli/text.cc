@@ -9,50 +9,27 @@
 
 namespace apnea_locks::cli {
 
-namespace {
-
-/// The invisible format characters that reorder or hide text (Unicode category Cf: soft
-/// hyphen, Arabic letter mark, zero-width characters, LRM/RLM, the bidi embeddings,
-/// overrides and isolates, word joiner and invisible operators, BOM, interlinear
-/// annotation) and the line and paragraph separators U+2028/U+2029: PROTOCOL.md section
-/// 10, "Nothing hostile reaches a terminal".
-bool hidden_format_character(char32_t c) {
-  return c == 0x00AD || c == 0x061C || c == 0x180E || (c >= 0x200B && c <= 0x200F) ||
-         (c >= 0x2028 && c <= 0x202E) || (c >= 0x2060 && c <= 0x2064) ||
-         (c >= 0x2066 && c <= 0x206F) || c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB);
-}
-
-}  // namespace
-
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte < 0x80) {
-      if (byte < 0x20 || byte == 0x7f) out += fmt::format("\\x{:02x}", byte);
-      else out += text[i];
-      ++i;
+  for (std::size_t i = 0; i < text.size();) {
+    if (text[i] >= 0x20 && text[i] < 0x7f) {  // printable ASCII, the common case
+      out += text[i++];
       continue;
     }
-    // A valid UTF-8 sequence is kept, but C1 controls (U+0080..U+009F) and the invisible
-    // format characters are escaped; every byte of an invalid sequence becomes a visible \xNN.
+    // What must_escape (detail/owner.h) names: every byte of invalid UTF-8 and a C0
+    // control or DEL as a visible \xNN, any other code point as \uNNNN; the rest as is.
     const detail::Utf8Step step = detail::utf8_step(text.substr(i));
-    if (!step.valid) {
-      out += fmt::format("\\x{:02x}", byte);
+    if (!detail::must_escape(step)) {
+      out.append(text.substr(i, step.length));
+      i += step.length;
+    } else if (!step.valid || step.point < 0x80) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
       ++i;
-      continue;
+    } else {
+      out += fmt::format("\\u{:04x}", static_cast<std::uint32_t>(step.point));
+      i += step.length;
     }
-    const std::size_t length = step.length;
-    char32_t point = byte & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07);
-    for (std::size_t k = 1; k < length; ++k)
-      point = (point << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-    if ((point >= 0x80 && point < 0xA0) || hidden_format_character(point))
-      out += fmt::format("\\u{:04x}", static_cast<std::uint32_t>(point));
-    else
-      out.append(text.substr(i, length));
-    i += length;
   }
   return out;
 }
@@ -66,10 +43,7 @@ std::pair<char32_t, std::size_t> decode(std::string_view text, std::size_t at) {
   if (byte < 0x80) return {byte, 1};
   const detail::Utf8Step step = detail::utf8_step(text.substr(at));
   if (!step.valid) return {U'\uFFFD', 1};
-  char32_t point = byte & (step.length == 2 ? 0x1F : step.length == 3 ? 0x0F : 0x07);
-  for (std::size_t i = 1; i < step.length; ++i)
-    point = (point << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3F);
-  return {point, step.length};
+  return {step.point, step.length};
 }
 
 /// Columns of one code point (after Markus Kuhn's wcwidth, the common ranges).

@@ -12,9 +12,11 @@
 namespace apnea_locks::cli {
 
 /// The one escaper for text output (PROTOCOL.md section 10): C0 controls (`\n` and `\t`
-/// included) and DEL as `\xNN`, C1 controls as `\u0080`..`\u009f`, each byte of invalid
-/// UTF-8 as `\xNN`; everything else as is. Every string from disk, /proc or the
-/// environment passes it before it reaches a terminal.
+/// included) and DEL as `\xNN`, C1 controls and the invisible format characters (Cf,
+/// U+2028/U+2029: detail::must_escape) as `\uNNNN`, each byte of invalid UTF-8 as `\xNN`;
+/// everything else as is. Every string from disk, /proc or the environment passes it before
+/// it reaches a terminal. Shell words (shell_word) come out of it unchanged when they needed
+/// `$'...'`: those are printable ASCII.
 std::string printable(std::string_view text);
 
 /// Bytes as a C-like literal body, losslessly on one line: the library's escape_bytes
