@@ -5,8 +5,14 @@
 // Cells that need root, unshare or a mount run where they can and are counted as skipped,
 // with the reason, where they cannot; the counts are printed.
 //
+// Owners whose record is changed after publication must be changed outside the
+// record-changed window (more than 2 s after it was written): those are staged once, all
+// together (one wait for all), and every remover runs against that same owner. Each cell
+// checks the owner is as it found it, and the case stops at the first cell that changed it.
+//
 // Assertions are on exit codes and on what exists on disk, never on wording.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -22,7 +28,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -52,6 +60,11 @@ struct Owner {
 struct OwnerCase {
   std::string name;
   std::function<std::variant<Owner, std::string>(Scratch&)> stage;
+  /// Done to the staged owner once its record is past the record-changed window (more than
+  /// 2 s after it was published): nothing, or why it cannot be done here. A case with one is
+  /// shared: staged once, with the others that have one (one wait for all of them), and
+  /// every remover runs against that same owner; a wait per cell would cost 2 s a cell.
+  std::function<std::optional<std::string>(Owner&)> later{};
 };
 
 /// `apnea-locks run` holding `repo`'s lock in `dir` (LockHolder) with `extra` done to it.
@@ -198,6 +211,139 @@ std::variant<Owner, std::string> d_state_guard_holder(Scratch& s) {
   return dead_lock_guarded_by(s, end, "D-state");
 }
 
+/// The widest record-changed window (PROTOCOL.md section 10) any remover below may use: the
+/// default tolerance, 2 s, and no wider whatever --tolerance says (an extreme tolerance must
+/// never make a removal more likely). A change to a record inside it cannot be told from its
+/// publication, by design; one after it must be seen.
+constexpr std::int64_t record_window_ns = 2'000'000'000;
+
+/// statx times of a path (links not followed), nanoseconds since the epoch; birth is 0
+/// where the filesystem gives none.
+struct Times {
+  std::int64_t birth_ns = 0, ctime_ns = 0;
+};
+std::optional<Times> times_of(const std::string& path) {
+  struct statx sx {};
+  if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_CTIME | STATX_BTIME, &sx) != 0)
+    return std::nullopt;
+  const auto ns = [](const struct statx_timestamp& t) {
+    return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  };
+  return Times{(sx.stx_mask & STATX_BTIME) != 0 ? ns(sx.stx_btime) : 0, ns(sx.stx_ctime)};
+}
+
+/// True when `lock`'s record is changed since publication by PROTOCOL.md section 10's test
+/// with a tolerance of `record_window_ns` (what the staging of a changed record must get).
+bool changed_past_window(const std::string& lock) {
+  const auto dir = times_of(lock), file = times_of(lock + "/owner.json");
+  if (!dir || !file) return false;
+  if (file->ctime_ns > dir->ctime_ns + record_window_ns) return true;
+  if (file->birth_ns == 0) return false;
+  return file->ctime_ns - file->birth_ns > record_window_ns ||
+         (dir->birth_ns != 0 && (dir->birth_ns > file->birth_ns ||
+                                 file->birth_ns - dir->birth_ns > record_window_ns));
+}
+
+/// Waits until, on each lock's filesystem, the time is more than `record_window_ns` past
+/// every timestamp of the lock and its owner.json: a change made then is record-changed. The
+/// filesystem's time is read from a probe file (its own path, beside the lock area) touched
+/// on each try; the condition is polled with a deadline. False when the deadline passed.
+bool wait_past_window(const std::vector<std::pair<std::string, std::string>>& lock_and_probe) {
+  constexpr std::int64_t margin_ns = 100'000'000;
+  std::vector<std::int64_t> latest;
+  for (const auto& [lock, probe] : lock_and_probe) {
+    const auto dir = times_of(lock), file = times_of(lock + "/owner.json");
+    if (!dir || !file) return false;
+    latest.push_back(std::max({dir->birth_ns, dir->ctime_ns, file->birth_ns, file->ctime_ns}));
+    write_file(probe, "");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool past = true;
+    for (std::size_t i = 0; i < lock_and_probe.size() && past; ++i) {
+      const std::string& probe = lock_and_probe[i].second;
+      const auto now = ::utimensat(AT_FDCWD, probe.c_str(), nullptr, 0) == 0 ? times_of(probe) : std::nullopt;
+      if (!now) return false;
+      past = now->ctime_ns - latest[i] > record_window_ns + margin_ns;
+    }
+    if (past) return true;
+    std::this_thread::sleep_for(20ms);  // paces the poll; the condition above decides
+  }
+  return false;
+}
+
+/// `record` ({"pid":N,...}) naming `pid` instead, every other byte as it was.
+std::optional<std::string> with_pid(const std::string& record, pid_t pid) {
+  const std::string key = "{\"pid\":";
+  if (!record.starts_with(key)) return std::nullopt;
+  const auto end = record.find_first_not_of("0123456789", key.size());
+  if (end == std::string::npos || end == key.size()) return std::nullopt;
+  return key + std::to_string(pid) + record.substr(end);
+}
+
+/// Replaces `path` by rename, as sed -i, editors, rsync and copy tools do: a new file beside
+/// it (its mode) holding `data`, renamed over it. Nothing, or what failed.
+std::optional<std::string> replace_by_rename(const std::string& path, std::string_view data) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return "lstat " + path + ": " + std::strerror(errno);
+  std::string temp = path.substr(0, path.rfind('/') + 1) + ".owner.json.XXXXXX";
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) return "mkstemp beside " + path + ": " + std::strerror(errno);
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  const bool written = done == data.size() && ::fchmod(fd, st.st_mode & 07777) == 0 && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(temp.c_str());
+    return "could not replace " + path + " by rename: " + why;
+  }
+  return std::nullopt;
+}
+
+/// How an owner's record is changed after publication (`later`).
+enum class Change { dead_pid_in_place, dead_pid_by_rename, emptied_in_place, own_bytes_by_rename };
+
+/// `later` for a live `run` holder (held_by_run, past Apnea's grace): changes its owner.json
+/// as `how` says, keeps the lock past the grace (a rename in the lock touches its mtime),
+/// and checks the record now counts as changed since publication.
+std::optional<std::string> change_record(Owner& owner, Change how) {
+  const std::string record = owner.lock + "/owner.json";
+  const std::string bytes = read_bytes(record);
+  std::optional<std::string> failed;
+  if (how == Change::dead_pid_in_place || how == Change::dead_pid_by_rename) {
+    const auto dead = with_pid(bytes, dead_pid());
+    if (!dead) {
+      FAIL_CHECK("the holder's record does not begin {\"pid\":N: " << bytes);
+      return std::string("unexpected record (reported above)");
+    }
+    if (how == Change::dead_pid_in_place) rewrite_in_place(record, *dead);
+    else failed = replace_by_rename(record, *dead);
+  } else if (how == Change::emptied_in_place) {
+    rewrite_in_place(record, "");
+  } else {
+    failed = replace_by_rename(record, bytes);
+  }
+  if (failed) {
+    FAIL_CHECK(*failed);
+    return std::string("the change failed (reported above)");
+  }
+  if (how == Change::dead_pid_by_rename || how == Change::own_bytes_by_rename) age_path(owner.lock, 3600);
+  if (!changed_past_window(owner.lock)) {
+    const auto file = times_of(record);
+    if (file && file->birth_ns == 0)  // only the ctime test can be made (PROTOCOL.md section 10)
+      return std::string("no birth time on this filesystem: a record replaced by rename is "
+                         "outside the promise there");
+    FAIL_CHECK("the record does not count as changed since publication after the change");
+    return std::string("not changed past the window (reported above)");
+  }
+  return std::nullopt;
+}
+
 const std::vector<OwnerCase>& owner_cases() {
   static const std::vector<OwnerCase> cases{
       {"a stopped holder (SIGSTOP, state T)",
@@ -328,6 +474,23 @@ const std::vector<OwnerCase>& owner_cases() {
        [](Scratch& s) { return paused_guard_holder(s, Freeze::v2_own); }},
       {"a guard held by a process whose cgroup2 parent is frozen (systemctl freeze)",
        [](Scratch& s) { return paused_guard_holder(s, Freeze::v2_parent); }},
+      // A live holder's record changed more than 2 s after publication (record-changed):
+      // it proves nothing, and the holder, `run`, is a possible owner.
+      {"a live holder whose record was rewritten in place > 2 s after publication, valid, "
+       "naming a dead pid",
+       [](Scratch& s) { return held_by_run(s, s.locks); },
+       [](Owner& o) { return change_record(o, Change::dead_pid_in_place); }},
+      {"a live holder whose record was replaced by rename > 2 s after publication (sed -i, "
+       "an editor, rsync), valid, naming a dead pid",
+       [](Scratch& s) { return held_by_run(s, s.locks); },
+       [](Owner& o) { return change_record(o, Change::dead_pid_by_rename); }},
+      {"a live holder whose record was emptied in place > 2 s after publication",
+       [](Scratch& s) { return held_by_run(s, s.locks); },
+       [](Owner& o) { return change_record(o, Change::emptied_in_place); }},
+      {"a live holder whose record was replaced by rename > 2 s after publication with a copy "
+       "of its own bytes (a copy tool restoring it)",
+       [](Scratch& s) { return held_by_run(s, s.locks); },
+       [](Owner& o) { return change_record(o, Change::own_bytes_by_rename); }},
   };
   return cases;
 }
@@ -357,8 +520,58 @@ const std::vector<Remover>& removers() {
 }  // namespace
 
 TEST_CASE("the live-owner matrix: no command or flag removes a live owner's lock or lets a second holder in") {
-  int cells = 0, skipped = 0;
+  int cells = 0, skipped = 0, stopped = 0;
+  // One cell: `remover` against the staged `owner`. True when it left the owner as it found
+  // it (a shared owner is then fit for the next cell).
+  const auto cell = [&](const Remover& remover, const Scratch& scratch, const Owner& owner) {
+    std::vector<std::string> argv = owner.prefix;
+    argv.push_back(locks_bin());
+    std::string line;
+    for (const std::string& word : remover.args) {
+      argv.push_back(word == "DIR" ? owner.dir : word == "LOCK" ? owner.lock
+                     : word == "REPO" ? owner.repo : word);
+      line += " " + word;
+    }
+    const std::string ran = scratch.root + "/second-holder-ran-" + std::to_string(cells);
+    if (remover.takes_lock) argv.insert(argv.end(), {"--", "touch", ran});
+    CAPTURE(line);
+    std::vector<std::map<std::string, PathState>> before;
+    for (const std::string& path : owner.keep) before.push_back(snapshot(path));
+    const Finished done = finish(argv, {}, 60s);
+    CAPTURE(done.out);
+    CAPTURE(done.err);
+    REQUIRE(done.status.has_value());
+    ++cells;
+    bool intact = true;
+    for (std::size_t i = 0; i < owner.keep.size(); ++i) {
+      CAPTURE(owner.keep[i]);
+      const bool kept = exists(owner.keep[i]);
+      CHECK_MESSAGE(kept, "what the live owner holds was removed");
+      const bool same = snapshot(owner.keep[i]) == before[i];
+      CHECK(same);
+      intact = intact && kept && same;
+    }
+    if (remover.takes_lock) {
+      // Held (75: a live owner, or one not proven dead), or malformed to Apnea (76).
+      CHECK((*done.status == 75 || *done.status == 76));
+      CHECK_FALSE(exists(ran));
+    }
+    // Nothing left beside the lock: no tombstone, guard or candidate.
+    int entries = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(owner.dir)) {
+      (void)entry;
+      ++entries;
+    }
+    CHECK(entries == static_cast<int>(owner.keep.size()));
+    return intact && entries == static_cast<int>(owner.keep.size());
+  };
+
+  std::vector<const OwnerCase*> shared;
   for (const OwnerCase& owner_case : owner_cases()) {
+    if (owner_case.later) {
+      shared.push_back(&owner_case);
+      continue;
+    }
     CAPTURE(owner_case.name);
     for (const Remover& remover : removers()) {
       Scratch scratch;
@@ -369,44 +582,55 @@ TEST_CASE("the live-owner matrix: no command or flag removes a live owner's lock
         continue;
       }
       Owner& owner = std::get<Owner>(staged);
-      std::vector<std::string> argv = owner.prefix;
-      argv.push_back(locks_bin());
-      std::string line;
-      for (const std::string& word : remover.args) {
-        argv.push_back(word == "DIR" ? owner.dir : word == "LOCK" ? owner.lock
-                       : word == "REPO" ? owner.repo : word);
-        line += " " + word;
-      }
-      const std::string ran = scratch.root + "/second-holder-ran";
-      if (remover.takes_lock) argv.insert(argv.end(), {"--", "touch", ran});
-      CAPTURE(line);
-      std::vector<std::map<std::string, PathState>> before;
-      for (const std::string& path : owner.keep) before.push_back(snapshot(path));
-      const Finished done = finish(argv, {}, 60s);
-      CAPTURE(done.err);
-      REQUIRE(done.status.has_value());
-      ++cells;
-      for (std::size_t i = 0; i < owner.keep.size(); ++i) {
-        CAPTURE(owner.keep[i]);
-        CHECK_MESSAGE(exists(owner.keep[i]), "what the live owner holds was removed");
-        CHECK(snapshot(owner.keep[i]) == before[i]);
-      }
-      if (remover.takes_lock) {
-        // Held (75: a live owner, or one not proven dead), or malformed to Apnea (76).
-        CHECK((*done.status == 75 || *done.status == 76));
-        CHECK_FALSE(exists(ran));
-      }
-      // Nothing left beside the lock: no tombstone, guard or candidate.
-      int entries = 0;
-      for (const auto& entry : std::filesystem::directory_iterator(owner.dir)) {
-        (void)entry;
-        ++entries;
-      }
-      CHECK(entries == static_cast<int>(owner.keep.size()));
+      (void)cell(remover, scratch, owner);
       owner.end();
     }
   }
-  MESSAGE("live-owner matrix: " << cells << " cells run, " << skipped << " skipped");
+
+  // The shared owners: all staged first, one wait for all until their records are past
+  // the record-changed window, then each changed and run against every remover in turn.
+  struct Shared {
+    const OwnerCase* owner_case;
+    std::unique_ptr<Scratch> scratch;
+    std::variant<Owner, std::string> staged;
+  };
+  std::vector<Shared> staged;
+  std::vector<std::pair<std::string, std::string>> waiting;
+  for (const OwnerCase* owner_case : shared) {
+    auto scratch = std::make_unique<Scratch>();
+    auto owner = owner_case->stage(*scratch);
+    if (const Owner* held = std::get_if<Owner>(&owner))
+      waiting.emplace_back(held->lock, scratch->root + "/clock-probe");
+    staged.push_back({owner_case, std::move(scratch), std::move(owner)});
+  }
+  const bool past = waiting.empty() || wait_past_window(waiting);
+  CHECK_MESSAGE(past, "the filesystem's clock did not pass the record-changed window in 30 s");
+  for (Shared& one : staged) {
+    const OwnerCase& owner_case = *one.owner_case;
+    CAPTURE(owner_case.name);
+    std::optional<std::string> why;
+    if (const std::string* not_staged = std::get_if<std::string>(&one.staged)) why = *not_staged;
+    else if (!past) why = "not past the record-changed window (reported above)";
+    else why = owner_case.later(std::get<Owner>(one.staged));
+    if (why) {
+      MESSAGE("skipped: " << owner_case.name << ": " << *why);
+      skipped += static_cast<int>(removers().size());
+      if (Owner* owner = std::get_if<Owner>(&one.staged)) owner->end();
+      continue;
+    }
+    Owner& owner = std::get<Owner>(one.staged);
+    for (std::size_t i = 0; i < removers().size(); ++i) {
+      if (cell(removers()[i], *one.scratch, owner)) continue;
+      // The owner was changed: the cells after this one would not test what they say.
+      stopped += static_cast<int>(removers().size() - i - 1);
+      MESSAGE("stopped: " << owner_case.name << ": " << removers().size() - i - 1
+                          << " cells not run after a cell changed the owner");
+      break;
+    }
+    owner.end();
+  }
+  MESSAGE("live-owner matrix: " << cells << " cells run, " << skipped << " skipped, " << stopped
+                                << " not run after a cell changed their owner");
   CHECK(cells > 0);
 }
 
