@@ -64,8 +64,11 @@ std::string_view guard_state_name(GuardState state) {
 
 namespace {
 
-/// Whether `word` holds a byte no text output shows as it is (detail::must_escape).
+/// Whether `word` holds a byte no text output shows as it is (detail::must_escape), or a `|`,
+/// which Nagios output writes as `\x7c` (nagios_text): in `$'...'` that escape still names
+/// a `|` when pasted.
 bool needs_escapes(std::string_view word) {
+  if (word.find('|') != std::string_view::npos) return true;
   for (std::size_t at = 0; at < word.size();) {
     const detail::Utf8Step step = detail::utf8_step(word.substr(at));
     if (detail::must_escape(step)) return true;
@@ -84,7 +87,7 @@ void append_ansi_c_word(std::string& out, std::string_view word) {
   for (char c : word) {
     const auto byte = static_cast<unsigned char>(c);
     const bool hex_digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    after_hex = byte < 0x20 || byte >= 0x7f || (after_hex && hex_digit);
+    after_hex = byte < 0x20 || byte >= 0x7f || c == '|' || (after_hex && hex_digit);
     if (after_hex) {
       out += fmt::format("\\x{:02x}", byte);
       continue;

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <cctype>
@@ -327,7 +328,13 @@ TEST_CASE("check: a '|' from a path is written \\x7c, so that only the perfdata 
   REQUIRE(out.details.size() == 2);
   CHECK(out.details[0].find("lock area " + shown + ";") == 0);
   CHECK(out.details[1].find("stale lock " + shown + "/" + global) == 0);
-  CHECK(out.details[1].find("fix: apnea-locks reclaim --lock-dir '" + shown + "'") != std::string::npos);
+  // The fix is a shell word that still names the path when pasted: $'...\x7c...'.
+  const std::size_t fix = out.details[1].find("fix: apnea-locks reclaim --lock-dir ");
+  REQUIRE(fix != std::string::npos);
+  const std::string pasted = out.details[1].substr(fix + 5);
+  CAPTURE(pasted);
+  const std::vector<std::string> argv = bash_words(pasted);
+  CHECK(std::find(argv.begin(), argv.end(), dir) != argv.end());
 
   // On the status line: a missing area, an unsafe one.
   CheckOutput missing = check(root / "missing|dir");

@@ -414,8 +414,10 @@ TEST_CASE("shell_word: $'...' for a byte that needs an escape, which bash reads 
   }
   // Pasted into bash, every word (the plain and single-quoted ones too) names its bytes.
   std::vector<std::string> words = hostile;
-  words.insert(words.end(), {"/tmp/plain", "/tmp/a b", "it's", "", "caf\xc3\xa9", "=x"});
+  words.insert(words.end(), {"/tmp/plain", "/tmp/a b", "it's", "", "caf\xc3\xa9", "=x", "/srv/a|z"});
   CHECK(bash_words(shell_command(words)) == words);
+  // A '|' (which Nagios output writes as \x7c) is written as an escape too.
+  CHECK(shell_word("/srv/a|z") == "$'/srv/a\\x7cz'");
   for (const std::string& word : words) CHECK(bash_words(shell_word(word)) == std::vector{word});
 }
 
