@@ -54,6 +54,15 @@ bool older_than_guard_age(const Verdict& verdict, std::int64_t age, const Remova
   return verdict.clock_void_why.empty() && age >= flags.guard_age_ns;
 }
 
+/// How long a guard has been unchanged as removal counts it (PROTOCOL.md section 10, the
+/// guard row): since the latest of its mtime and ctime, where `age` is its age by mtime
+/// (guard_age: what status shows). An mtime can be set back (`touch -d`); a ctime only moves
+/// forward.
+std::int64_t unchanged_for(std::int64_t age, const std::optional<FileStat>& guard) {
+  if (!guard) return age;
+  return age - std::max<std::int64_t>(0, guard->ctime_ns - guard->mtime_ns);
+}
+
 /// What a refusal adds when the clock is void: "" when it is not.
 std::string void_clock_note(const Verdict& verdict) {
   if (verdict.clock_void_why.empty()) return {};
@@ -317,17 +326,27 @@ std::string unpause_step(const ProcessInfo& holder) {
 
 Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags) {
   if (verdict.state == EntryState::free) return keep("it is gone");
+  // Its age as shown (by mtime) decides whether it is in flight; removal counts from the
+  // latest of its mtime and ctime, and never while the clock is void: refused after what
+  // else blocks it.
   const std::int64_t age = verdict.guard_age_ns.value_or(verdict.age_ns.value_or(0));
-  // While the clock is void no age is old enough: refused after what else blocks it.
-  const auto void_refusal = [&] {
-    return refuse(fmt::format("the guard changed {} ago by the clock{}",
-                              seconds_text(std::max<std::int64_t>(age, 0)), void_clock_note(verdict)),
-                  fmt::format("check that no Apnea process of this account runs (ps -u "
-                              "\"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {}",
-                              shell_word(facts.path)));
+  const std::int64_t unchanged = unchanged_for(age, facts.stat);
+  const auto too_young = [&] {
+    const std::string check = fmt::format("check that no Apnea process of this account runs (ps -u "
+                                          "\"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {}",
+                                          shell_word(facts.path));
+    return refuse(fmt::format("the guard changed {} ago (the latest of its mtime and ctime){}",
+                              seconds_text(std::max<std::int64_t>(unchanged, 0)), void_clock_note(verdict)),
+                  verdict.clock_void_why.empty()
+                      ? fmt::format("run reclaim --force again once it has been unchanged for "
+                                    "--guard-age {} (in {}), or {}",
+                                    seconds_text(flags.guard_age_ns),
+                                    seconds_text(std::max<std::int64_t>(flags.guard_age_ns - unchanged, 0)),
+                                    check)
+                      : check);
   };
   if (age < flags.guard_age_ns) {
-    if (!verdict.clock_void_why.empty()) return void_refusal();
+    if (!verdict.clock_void_why.empty()) return too_young();
     return keep(fmt::format("the guard is {} old, younger than --guard-age {}: a reclamation may "
                             "be running (if its lock is there and dead, Apnea is refused until "
                             "the guard goes: see that lock)",
@@ -349,13 +368,13 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
     return refuse("the process table could not be read to rule out a paused guard holder",
                   fmt::format("check that no Apnea process is stopped, then rmdir -- {}",
                               shell_word(facts.path)));
-  if (!older_than_guard_age(verdict, age, flags)) return void_refusal();
+  if (!older_than_guard_age(verdict, unchanged, flags)) return too_young();
   if (!flags.force)
     return refuse(fmt::format("a reclaim guard left for {}: its holder crashed", seconds_text(age)),
                   "needs --force");
   return remove(RemovalKind::guard,
                 fmt::format("reclaim guard unchanged for {} and no paused process could hold it",
-                            seconds_text(age)),
+                            seconds_text(unchanged)),
                 {std::string(trust_ownerless)});
 }
 
@@ -386,8 +405,8 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
   Verdict guard_verdict;
   guard_verdict.role = EntryRole::reclaim_guard;
   guard_verdict.state = EntryState::leftover;
-  guard_verdict.age_ns = age;
-  guard_verdict.guard_age_ns = age;
+  guard_verdict.age_ns = verdict.guard_age_ns;  // by mtime, as shown: decide_guard adds the ctime
+  guard_verdict.guard_age_ns = verdict.guard_age_ns;
   guard_verdict.clock_void_why = verdict.clock_void_why;
   guard_verdict.guard_blocker = verdict.guard_blocker;
   guard_verdict.guard_checked = verdict.guard_checked;

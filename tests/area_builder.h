@@ -106,6 +106,14 @@ inline bool machine_clock_void(const std::string& area = "/tmp") {
   return gather_host(real_system(), area).clock_void();
 }
 
+/// Whether `out` (a reclaim's output) refuses or keeps a guard aged with age_path as not yet
+/// old enough: removal counts from the latest of a guard's mtime and ctime (PROTOCOL.md
+/// section 10), and age_path sets only the mtime back (its ctime is now); on a machine whose
+/// clock is void no age counts at all. Either way its next step is to rmdir the guard by hand.
+inline bool guard_too_young(const std::string& out) {
+  return out.find("(the latest of its mtime and ctime)") != std::string::npos;
+}
+
 /// The pid of a child that has exited and been reaped: no process has it (until reused).
 inline pid_t dead_pid() {
   pid_t child = ::fork();

@@ -138,7 +138,7 @@ TEST_CASE("reclaim: debris and a leftover guard are logged; a refusal and a kept
   // An abandoned guard with --force: removed, no owner.
   const std::string guard = area.dir + "/" + fake_lock_name("other") + ".reclaim";
   make_dir(guard);
-  age_path(guard, 3600);
+  area.system.clock_offset_ns = 3600 * 1'000'000'000LL;  // an hour on: its mtime and ctime are old
   REQUIRE(area.reclaim(fake_lock_name("other") + ".reclaim", true).outcome == RepairOutcome::removed);
 
   REQUIRE(area.system.audit_lines.size() == 2);

@@ -549,6 +549,31 @@ TEST_CASE("the guard row: which paused processes may hold an old guard") {
   CHECK(forced(guard, p).next_step.find("kill -CONT 4242") != std::string::npos);
 }
 
+TEST_CASE("the guard row: an mtime set back does not make a guard old; the latest of mtime and ctime counts") {
+  // `touch -d '1 hour ago'` on a guard a reclaimer made 10 s ago: its mtime says an hour, its
+  // ctime (which only moves forward) says 10 s.
+  EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 3600 * s);
+  REQUIRE(guard.stat);
+  REQUIRE(forced(guard, policy()).action == PlanAction::remove);  // both old: removed
+  guard.stat->ctime_ns = now - 10 * s;
+  const Verdict shown = judged(guard, policy(), nullptr);
+  CHECK(shown.state == EntryState::leftover);  // what status shows follows the mtime
+  const Decision kept = forced(guard, policy());
+  CHECK(kept.action == PlanAction::refuse);
+  CHECK(kept.why.find("changed 10s ago") != std::string::npos);
+  CHECK(kept.next_step.find("rmdir -- ") != std::string::npos);
+  // And as a lock's guard: the dead owner's lock is refused while its guard is that young.
+  EntryFacts lock = facts_for(EntryRole::lock, accepted(100, now - 7200 * s, 7200 * s),
+                              process(100, ESRCH, std::nullopt));
+  lock.guard = guard.stat;
+  const Decision refused = forced(lock, policy());
+  CHECK(refused.action == PlanAction::refuse);
+  CHECK(refused.why.find("changed 10s ago") != std::string::npos);
+  // Once its ctime is as old, both go.
+  lock.guard->ctime_ns = now - 3600 * s;
+  CHECK(forced(lock, policy()).action == PlanAction::remove);
+}
+
 TEST_CASE("a clock step: 30 s stays in the band, 10 min voids every time comparison") {
   const std::int64_t made = now - 600 * s;
   for (const std::int64_t step : {30 * s, 600 * s}) {

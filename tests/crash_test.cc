@@ -194,16 +194,17 @@ std::vector<std::string> trial(const ScratchArea& area, const std::string& r1, c
   const std::vector<std::string> reclaim_all{locks_bin(), "reclaim", "--all", "--force", "--yes", "--json",
                                             "--guard-age", "1m", "--lock-dir", area.locks};
   Finished reclaim = finish(reclaim_all, {}, 60s);
-  if (reclaim.status == 1 && machine_clock_void(area.locks)) {
-    // No guard is old enough while the clock is void: each refusal says so, and its next
-    // step (no Apnea process runs: every worker is dead) is to rmdir the guard by hand.
+  if (reclaim.status == 1) {
+    // A guard aged by its mtime is not old enough to remove (its ctime is now, or the clock
+    // is void): each refusal says so, and its next step (no Apnea process runs: every worker
+    // is dead) is to rmdir the guard by hand.
     bool removed_guard = false;
     for (const std::string& name : area.listing()) {
       if (!name.ends_with(".reclaim")) continue;
-      if (reclaim.out.find("the clock is void") == std::string::npos)
-        problems.push_back("a guard refused without naming the void clock: " + reclaim.out);
+      if (!guard_too_young(reclaim.out))
+        problems.push_back("a guard refused without saying it is too young: " + reclaim.out);
       removed_guard = ::rmdir((area.locks + "/" + name).c_str()) == 0 || removed_guard;
-      ++stats.seen["leftover guard, clock void: rmdir by hand"];
+      ++stats.seen["leftover guard, too young by ctime or clock: rmdir by hand"];
     }
     if (removed_guard) reclaim = finish(reclaim_all, {}, 60s);
   }

@@ -54,11 +54,13 @@ struct Area {
     return execute_repair(system, scanned, decision, policy);
   }
   bool exists(const std::string& path) { return system.real().lstat(path).has_value(); }
-  /// Makes this area's lock's reclaim guard, left an hour ago; returns its name.
+  /// Makes this area's lock's reclaim guard, left an hour ago; returns its name. Removal
+  /// counts from the latest of a guard's mtime and ctime, and a ctime cannot be set back: the
+  /// staged clock moves an hour on instead (everything made before is an hour old).
   std::string old_guard() {
     const std::string name = lock_name + ".reclaim";
     make_dir(dir + "/" + name);
-    age_path(dir + "/" + name, 3600);
+    system.clock_offset_ns = 3600 * 1'000'000'000LL;
     return name;
   }
   std::vector<std::string> entries() {
@@ -423,7 +425,7 @@ TEST_CASE("a leftover guard is removed with --force; a guard that is not empty i
     CHECK(a.exists(guard + "/note"));
   }
   SUBCASE("recent: in flight, skipped") {
-    age_path(guard, 1);
+    a.system.clock_offset_ns = 0;
     CHECK(a.reclaim(guard_name, true).outcome == RepairOutcome::skipped);
   }
   SUBCASE("a paused process of this uid started before it: refused, kept") {

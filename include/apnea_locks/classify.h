@@ -81,8 +81,9 @@ struct ClassifyPolicy {
 bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns);
 
 
-/// A guard's age as --guard-age measures it: now minus its mtime. (PROTOCOL.md asks for the
-/// latest of mtime and ctime; see docs/status.md, "Guard ages", for why not yet.) Pure.
+/// A guard's age as status shows it (leftover or in flight): now minus its mtime. Removal
+/// (policy.h) counts from the latest of its mtime and ctime (PROTOCOL.md section 10, the guard
+/// row), so a guard whose mtime was set back is not old enough to remove. Pure.
 std::int64_t guard_age(const FileStat& guard, std::int64_t now_ns);
 
 /// The verdict on one entry.
