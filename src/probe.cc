@@ -143,10 +143,11 @@ std::string HostFacts::why_clock_void() const {
                      (boot_time_ns - *dev_birth_ns) / 1'000'000'000);
 }
 
-bool HostFacts::can_be_certain() const {
-  return local_filesystem && initial_pid_namespace && initial_user_namespace &&
-         process_table_complete;
+bool HostFacts::sees_every_process() const {
+  return initial_pid_namespace && initial_user_namespace && process_table_complete && exported_by.empty();
 }
+
+bool HostFacts::can_be_certain() const { return local_filesystem && sees_every_process(); }
 
 std::string HostFacts::why_not_certain() const {
   if (!local_filesystem)
@@ -155,6 +156,9 @@ std::string HostFacts::why_not_certain() const {
   if (!initial_pid_namespace) return "apnea-locks runs outside the initial PID namespace";
   if (!initial_user_namespace) return "apnea-locks runs outside the initial user namespace";
   if (!process_table_complete) return "/proc hides other users' processes (hidepid or subset=pid)";
+  if (!exported_by.empty())
+    return "the lock area is exported over NFS (" + exported_by +
+           " in /proc/fs/nfsd/exports): another machine's Apnea may hold its locks";
   return {};
 }
 
@@ -287,6 +291,11 @@ HostFacts gather(System& system, const std::string& area_directory,
   }
   host.boot_time_ns = system.boot_time_ns();
   host.dev_birth_ns = system.birth_time_ns("/dev");
+  if (const std::optional<std::string> exports = system.nfs_exports(); exports && !exports->empty()) {
+    // Exports name real paths: compare with the area's (as typed when it cannot be resolved).
+    const auto real = system.realpath(area_directory);
+    host.exported_by = detail::export_covering(*exports, real ? *real : area_directory);
+  }
   return host;
 }
 }  // namespace
@@ -298,6 +307,34 @@ HostFacts gather_host(System& system, const std::string& area_directory, std::ui
 HostFacts gather_host(System& system, const std::string& area_directory) {
   auto st = system.lstat(area_directory);
   return gather(system, area_directory, st ? std::optional(st->dev) : std::nullopt);
+}
+
+std::string detail::export_covering(std::string_view exports, std::string_view path) {
+  for (std::string_view line : split_parts(exports, '\n')) {
+    const std::size_t start = line.find_first_not_of(" \t");
+    if (start == std::string_view::npos || line[start] == '#') continue;
+    line.remove_prefix(start);
+    const std::string_view field = line.substr(0, line.find_first_of(" \t"));
+    std::string exported;
+    for (std::size_t i = 0; i < field.size(); ++i) {
+      if (field[i] == '\\' && i + 3 < field.size() &&
+          std::all_of(field.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                      field.begin() + static_cast<std::ptrdiff_t>(i) + 4,
+                      [](char c) { return c >= '0' && c <= '7'; })) {
+        exported += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+        i += 3;
+      } else {
+        exported += field[i];
+      }
+    }
+    while (exported.size() > 1 && exported.back() == '/') exported.pop_back();
+    if (exported.empty()) continue;
+    const bool covers = exported == "/" || path == exported ||
+                        (path.starts_with(exported) && path.size() > exported.size() &&
+                         path[exported.size()] == '/');
+    if (covers) return exported;
+  }
+  return {};
 }
 
 void detail::note_runtime_sign(System& system, ProcessInfo& carrier) {
@@ -454,8 +491,7 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
                            std::span<const NotOwner> not_owners) {
   DeathJudgement judged;
   judged.remote_filesystem = !host.local_filesystem;
-  const bool sees_everything =
-      host.initial_pid_namespace && host.initial_user_namespace && host.process_table_complete;
+  const bool sees_everything = host.sees_every_process();
   // Fills the class of a proof that covers every carrier.
   // Which carriers' exclusions rest on the clock or on the runtime (each a trust of --force).
   bool used_clock = false, used_runtime = false;

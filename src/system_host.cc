@@ -61,4 +61,10 @@ std::optional<std::int64_t> RealSystem::birth_time_ns(const std::string& path) {
   return std::int64_t{st.stx_btime.tv_sec} * 1'000'000'000 + st.stx_btime.tv_nsec;
 }
 
+std::optional<std::string> RealSystem::nfs_exports() {
+  // Absent unless nfsd runs; a table too large to read whole counts as exporting everything.
+  if (::access("/proc/fs/nfsd/exports", F_OK) != 0) return std::nullopt;
+  return read_whole_file("/proc/fs/nfsd/exports", std::size_t{16} << 20).value_or("/\n");
+}
+
 }  // namespace apnea_locks::detail

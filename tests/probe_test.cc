@@ -465,6 +465,39 @@ TEST_CASE("mountinfo: idmapped mounts of a device, and /proc's options") {
   CHECK(proc_options_hide_processes(""));  // unknown
 }
 
+TEST_CASE("an NFS export of the area: another machine's Apnea may hold its locks, so nothing is certain") {
+  const std::string exports =
+      "# Version 1.1\n# Path Client(Flags) # IPs\n/srv/nfs\t*(rw,root_squash)\n"
+      "/home/with\\040space\t10.0.0.0/8(rw)\n";
+  CHECK(apnea_locks::detail::export_covering(exports, "/srv/nfs") == "/srv/nfs");
+  CHECK(apnea_locks::detail::export_covering(exports, "/srv/nfs/tmp/apnea-0/operation-locks") == "/srv/nfs");
+  CHECK(apnea_locks::detail::export_covering(exports, "/srv/nfsx/locks").empty());  // a sibling
+  CHECK(apnea_locks::detail::export_covering(exports, "/srv").empty());             // below it, not above
+  CHECK(apnea_locks::detail::export_covering(exports, "/home/with space/t") == "/home/with space");
+  CHECK(apnea_locks::detail::export_covering("/\t*(ro)\n", "/tmp/apnea-0") == "/");
+  CHECK(apnea_locks::detail::export_covering("", "/tmp").empty());
+
+  // A dead pid is evidence only, under --force's visibility trust.
+  HostFacts exported = host;
+  exported.exported_by = "/tmp";
+  CHECK_FALSE(exported.can_be_certain());
+  CHECK(exported.why_not_certain().find("exported over NFS (/tmp") != std::string::npos);
+  const DeathJudgement dead = judge(dead_process(100), exported);
+  CHECK(dead.reason == DeathProof::pid_dead);
+  CHECK(dead.proof == ProofClass::evidence);
+  CHECK(dead.uses_visibility);
+
+  // gather_host reads the exports, against the area's real path.
+  apnea_locks::testing::StagedSystem system;
+  TempDir area;
+  system.staged_nfs_exports = "/nothing/here\t*(rw)\n";
+  CHECK(gather_host(system, area.path()).exported_by.empty());
+  CHECK(gather_host(system, area.path()).can_be_certain());
+  system.staged_nfs_exports = std::filesystem::path(area.path()).parent_path().string() + "\t*(rw)\n";
+  CHECK_FALSE(gather_host(system, area.path()).exported_by.empty());
+  CHECK_FALSE(gather_host(system, area.path()).can_be_certain());
+}
+
 TEST_CASE("filesystem names and the local allowlist") {
   CHECK(local_filesystem_magic(0x01021994));
   CHECK(local_filesystem_magic(0xEF53));

@@ -269,6 +269,11 @@ class StagedSystem : public System {
   std::optional<std::uint64_t> filesystem_magic(const std::string& path) override {
     return real_processes ? real_.filesystem_magic(path) : staged_filesystem_magic;
   }
+  /// What nfs_exports() returns (nothing: no NFS server).
+  std::optional<std::string> staged_nfs_exports;
+  std::optional<std::string> nfs_exports() override {
+    return real_processes ? real_.nfs_exports() : staged_nfs_exports;
+  }
   std::optional<std::int64_t> birth_time_ns(const std::string& path) override {
     if (real_processes) return real_.birth_time_ns(path);
     if (!dev_birth_known) return std::nullopt;

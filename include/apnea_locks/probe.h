@@ -47,7 +47,14 @@ struct HostFacts {
   /// Why the clock is void, one phrase ("the wall clock stepped 600 s since boot (btime
   /// and /dev's birth differ)", ...); "" when it is not.
   std::string why_clock_void() const;
-  /// local fs && initial pid ns && initial user ns && table complete.
+  /// An NFS export of this kernel that covers the area (the export's path), "" when none:
+  /// then another machine's Apnea may hold its locks (PROTOCOL.md section 9: no other kernel
+  /// reaches the area through this machine), a process apnea-locks cannot see.
+  std::string exported_by{};
+  /// The process table shows every process that may hold the area's locks: initial pid and
+  /// user namespaces, a complete table, and no NFS export of the area.
+  bool sees_every_process() const;
+  /// local fs && sees_every_process().
   bool can_be_certain() const;
   /// One phrase naming the first failed precondition of can_be_certain(), "" when none.
   std::string why_not_certain() const;

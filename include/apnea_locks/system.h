@@ -283,6 +283,9 @@ class Host {
   /// statx(2) birth time of `path` (STATX_BTIME), in wall-clock nanoseconds; nothing when
   /// the filesystem does not report it.
   virtual std::optional<std::int64_t> birth_time_ns(const std::string& path) = 0;
+  /// The text of /proc/fs/nfsd/exports (what this kernel's NFS server exports); nothing when
+  /// there is none (no NFS server running).
+  virtual std::optional<std::string> nfs_exports() = 0;
 };
 
 /// This process: its ids, environment, clock, randomness and terminal.

@@ -72,6 +72,11 @@ bool another_account(const ProcessInfo& process, const HostFacts& host, std::uin
 /// zombie, a kernel thread).
 void note_runtime_sign(System& system, ProcessInfo& carrier);
 
+/// The first export in `exports` (the text of /proc/fs/nfsd/exports: a path, octal escapes
+/// such as `\040` decoded, then its clients; `#` comments) that is `path` or one of its
+/// ancestors; "" when none is.
+std::string export_covering(std::string_view exports, std::string_view path);
+
 /// True for the proofs that are certain when the host allows: no clock, no runtime trust,
 /// not the operator's word.
 bool proof_is_certain(DeathProof proof);

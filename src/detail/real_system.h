@@ -67,6 +67,7 @@ class RealSystem final : public System {
   std::string mount_info() override;
   std::optional<std::uint64_t> filesystem_magic(const std::string& path) override;
   std::optional<std::int64_t> birth_time_ns(const std::string& path) override;
+  std::optional<std::string> nfs_exports() override;
 
   // ThisProcess.
   std::int64_t now_ns() override;
