@@ -103,8 +103,13 @@ class Bench:
     # 1. Inspection -------------------------------------------------------------------
 
     def make_areas(self, sizes):
-        # A sleeping child is the live owner: its pid is probed like any other process.
-        self.live = subprocess.Popen(["sleep", "1000000"])
+        # A sleeping child is the live owner: its pid is probed like any other process. It
+        # runs as `node` (a copy of sleep), as an Apnea does: a plain `sleep` runs no
+        # recognised runtime, so its locks would be pid-not-runtime (stale), not live.
+        node = os.path.join(self.work, "node")
+        shutil.copy(shutil.which("sleep"), node)
+        os.chmod(node, 0o755)
+        self.live = subprocess.Popen([node, "1000000"])
         areas = {}
         for size in sizes:
             path = os.path.join(self.work, f"area-{size}")
