@@ -113,8 +113,6 @@ bool runs_no_runtime(const ProcessInfo& carrier) {
   return carrier.runtime_sign && carrier.runtime_sign->empty();
 }
 
-
-
 /// The weaker of two proofs (the enum lists them strongest first).
 DeathProof weaker(DeathProof a, DeathProof b) { return std::max(a, b); }
 }  // namespace
@@ -277,6 +275,7 @@ HostFacts gather(System& system, const std::string& area_directory,
   host.initial_user_namespace = system.namespace_inode("user") == initial_user_namespace_inode;
   const std::optional<std::uint64_t> time_namespace = system.namespace_inode("time");
   host.other_time_namespace = time_namespace && *time_namespace != detail::initial_time_namespace_inode;
+  host.mount_namespace = system.namespace_inode("mnt");
   host.process_table_complete =
       system.euid() == 0 || !proc_options_hide_processes(proc_super_options(mounts()));
   if (auto magic = system.filesystem_magic(area_directory)) {
@@ -475,10 +474,17 @@ bool names_process(const NotOwner& word, const ProcessInfo& process) {
          word.start_s == process.start_time_ns / 1'000'000'000;
 }
 
-bool detail::another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid) {
+bool detail::another_account_by_uids(const ProcessInfo& process, const HostFacts& host,
+                                     std::uint32_t area_uid) {
   return process.uids_known && area_uid != 0 && !host.idmapped &&
          std::none_of(process.uids.begin(), process.uids.end(),
                       [&](std::uint32_t uid) { return uid == area_uid; });
+}
+
+bool detail::another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid) {
+  // In another mount namespace an idmapped mount we cannot see may translate its uid.
+  return another_account_by_uids(process, host, area_uid) && process.mount_namespace &&
+         host.mount_namespace && *process.mount_namespace == *host.mount_namespace;
 }
 
 bool detail::proof_is_certain(DeathProof proof) {
@@ -492,14 +498,15 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
   DeathJudgement judged;
   judged.remote_filesystem = !host.local_filesystem;
   const bool sees_everything = host.sees_every_process();
+  // Which carriers' exclusions rest on the clock or on the runtime (each a trust of --force),
+  // or on a uid seen from another mount namespace (visibility).
+  bool used_clock = false, used_runtime = false, other_mounts = false;
   // Fills the class of a proof that covers every carrier.
-  // Which carriers' exclusions rest on the clock or on the runtime (each a trust of --force).
-  bool used_clock = false, used_runtime = false;
   auto conclude = [&](DeathProof reason, bool needs_view) {
     judged.reason = reason;
     judged.uses_clock = used_clock || clock_proof(reason);
     judged.uses_runtime = used_runtime;
-    judged.uses_visibility = !sees_everything || (needs_view && !facts.namespace_view_read);
+    judged.uses_visibility = !sees_everything || (needs_view && !facts.namespace_view_read) || other_mounts;
     const bool certain = !judged.uses_visibility && !judged.uses_clock && !judged.uses_runtime &&
                          host.local_filesystem && detail::proof_is_certain(reason);
     judged.proof = certain ? ProofClass::certain : ProofClass::evidence;
@@ -524,6 +531,11 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
   // Whether `carrier` (pid `carrier_pid` in our namespace) is shown not to be the writer.
   auto examine = [&](const ProcessInfo& carrier, std::int64_t carrier_pid) {
     DeathProof proof = certain_exclusion(carrier, carrier_pid, host, area_uid);
+    // Another account by its uids, but in another (or an unknown) mount namespace: evidence.
+    if (proof == DeathProof::none && detail::another_account_by_uids(carrier, host, area_uid)) {
+      proof = DeathProof::pid_other_uid;
+      other_mounts = true;
+    }
     if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance);
     // No clock needed: a process that runs no recognised runtime is not an Apnea.
     if ((proof == DeathProof::none || (clock_proof(proof) && !clock_counts)) && runs_no_runtime(carrier))

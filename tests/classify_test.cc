@@ -83,6 +83,7 @@ ProcessInfo info(char state, std::int64_t tgid, std::uint32_t owner_uid, std::in
   process.threads = 1;
   process.start_time_ns = start_ns;
   process.command = "node apnea";
+  process.mount_namespace = testing::staged_mount_namespace;
   return process;
 }
 

@@ -38,6 +38,7 @@ ProcessInfo running(std::int64_t pid, std::uint32_t uid, std::int64_t started) {
   info.start_time_ns = started;
   info.nspid = {pid};
   info.command = "node apnea";
+  info.mount_namespace = apnea_locks::testing::staged_mount_namespace;
   return info;
 }
 
@@ -344,6 +345,23 @@ TEST_CASE("pid-other-uid needs all four uids, a non-root area and no idmapped mo
   ProcessFacts unknown = all;
   unknown.info->uids_known = false;
   CHECK(judge(unknown).proof == ProofClass::none);
+
+  // In another mount namespace (or one that could not be read) an idmapped mount we cannot
+  // see may translate its uid: evidence only, under --force's visibility trust.
+  for (const std::optional<std::uint64_t> mounts : {std::optional<std::uint64_t>(4026532999),
+                                                     std::optional<std::uint64_t>()}) {
+    ProcessFacts elsewhere = all;
+    elsewhere.info->mount_namespace = mounts;
+    CAPTURE(mounts.has_value());
+    const DeathJudgement judged = judge(elsewhere);
+    CHECK(judged.reason == DeathProof::pid_other_uid);
+    CHECK(judged.proof == ProofClass::evidence);
+    CHECK(judged.uses_visibility);
+    CHECK_FALSE(apnea_locks::detail::another_account(*elsewhere.info, host, area_uid));
+  }
+  HostFacts unknown_mounts = host;
+  unknown_mounts.mount_namespace.reset();
+  CHECK(judge(all, unknown_mounts).proof == ProofClass::evidence);
 }
 
 TEST_CASE("the host's preconditions: namespaces, process table, local filesystem") {

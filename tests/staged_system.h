@@ -57,7 +57,7 @@ class StagedSystem : public System {
   /// host in the initial namespaces, on tmpfs, whose clock has not stepped since boot; with
   /// `real_processes` set the real ones are used instead.
   std::map<std::string, std::uint64_t, std::less<>> namespace_inodes = {
-      {"pid", 4026531836}, {"user", 4026531837}};
+      {"pid", 4026531836}, {"user", 4026531837}, {"mnt", 4026531841}};
   /// The super options of /proc, carried by mount_info() as its last /proc line.
   std::string staged_proc_options = "rw,nosuid,nodev,noexec,relatime";
   /// mountinfo text before that /proc line; unset: a line for the device of `staged_area`
@@ -389,10 +389,15 @@ class StagedSystem : public System {
   std::map<int, std::string> open_paths_;  ///< what each open descriptor was opened on
 };
 
+/// The mount namespace of a staged host and of the processes staged in it (proof 4 needs a
+/// carrier to share it).
+inline constexpr std::uint64_t staged_mount_namespace = 4026531841;
+
 /// What gather_host says about a healthy host: initial namespaces, a complete process table,
 /// a local filesystem without idmapped mounts, and a clock that has not stepped since boot.
 inline HostFacts healthy_host(std::int64_t boot_time_ns = 1'000'000'000'000'000'000) {
   HostFacts host;
+  host.mount_namespace = staged_mount_namespace;
   host.initial_pid_namespace = true;
   host.initial_user_namespace = true;
   host.process_table_complete = true;

@@ -101,6 +101,9 @@ struct ProcessInfo {
   std::vector<std::int64_t> nspid{};
   /// PF_KTHREAD is set in its stat flags: a kernel thread, which no user program runs as.
   bool kernel_thread = false;
+  /// The inode of /proc/<pid>/ns/mnt, its mount namespace; nothing when it cannot be read
+  /// (another account's process, without privilege). Proof 4 needs it to be ours.
+  std::optional<std::uint64_t> mount_namespace{};
   /// Filled by paused_processes only: why it may be paused, its tracer (`TracerPid`), and
   /// for a frozen one the cgroup directory that said so.
   Pause pause = Pause::none;

@@ -65,8 +65,13 @@ bool proc_options_hide_processes(std::string_view super_options);
 std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid);
 
 /// Proof 4's test (PROTOCOL.md section 9): `process` runs as another account than the
-/// area's by all four uids, the area is not root's and no mount of its device is idmapped.
+/// area's by all four uids, the area is not root's, no mount of its device is idmapped in our
+/// mountinfo, and it shares our mount namespace (both known).
 bool another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid);
+
+/// Proof 4 without its mount-namespace part: what a carrier in another (or an unknown) mount
+/// namespace shows, which is evidence only (an idmapped mount there may translate its uid).
+bool another_account_by_uids(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid);
 
 /// Reads `carrier`'s runtime sign (System::runtime_sign) unless other proofs settle it (a
 /// zombie, a kernel thread).
