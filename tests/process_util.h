@@ -81,6 +81,7 @@ inline std::vector<std::string> bash_words(const std::string& line) {
 inline const std::string& node_named_sleep() {
   struct Copy {
     std::string folder, path;
+    pid_t maker = ::getpid();  // a forked child that exits normally must not remove it
     Copy() {
       char name[] = "/tmp/apnea-locks-test-node-XXXXXX";
       if (::mkdtemp(name) == nullptr || ::chmod(name, 0755) != 0) std::abort();
@@ -93,6 +94,7 @@ inline const std::string& node_named_sleep() {
       if (!in || !out || ::chmod(path.c_str(), 0755) != 0) std::abort();
     }
     ~Copy() {
+      if (::getpid() != maker) return;
       ::unlink(path.c_str());
       ::rmdir(folder.c_str());
     }
