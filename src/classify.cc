@@ -10,6 +10,7 @@
 #include "apnea_locks/protocol.h"
 #include "detail/owner.h"
 #include "detail/probe.h"
+#include "detail/scan.h"
 
 namespace apnea_locks {
 
@@ -175,6 +176,11 @@ const ProcessFacts* unnamed_owner(const EntryFacts& facts) {
   return named ? nullptr : &*facts.process;
 }
 
+/// True when the record names no pid at all (empty, binary, no `pid` anywhere) and was read.
+bool names_no_pid(const EntryFacts& facts) {
+  return !facts.pids_unknown && facts.named.empty() && unnamed_owner(facts) == nullptr;
+}
+
 /// Calls `visit(pid, probe)` for every pid the record names: `named`, then the accepted
 /// owner's pid when `named` lacks it (facts gathered by hand).
 template <class Visit>
@@ -276,19 +282,27 @@ bool works_in_lock(const EntryFacts& facts, std::string_view cwd) {
 }
 
 void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+  verdict.owners_needed = true;
   verdict.owners_checked = policy.runtimes.has_value();
   if (!policy.runtimes) return;
+  // When the lock was made: its directory's birth time; without one, the latest of the
+  // directory's and owner.json's mtime and ctime (either may be missing: a pid-less entry).
   const OwnerRead& read = *facts.owner;
-  const FileStat& dir = *read.lock_stat;
-  const FileStat& file = *read.owner_stat;
-  const std::int64_t made = dir.birth_ns != 0
-      ? dir.birth_ns
-      : std::max({dir.mtime_ns, dir.ctime_ns, file.mtime_ns, file.ctime_ns});
+  const std::optional<FileStat>& dir = read.lock_stat ? read.lock_stat : facts.stat;
+  std::int64_t made = 0;
+  if (dir && dir->birth_ns != 0) {
+    made = dir->birth_ns;
+  } else {
+    for (const std::optional<FileStat>* stat : {&dir, &read.owner_stat})
+      if (*stat) made = std::max({made, (*stat)->mtime_ns, (*stat)->ctime_ns});
+  }
+  if (made == 0) made = policy.now_ns;  // nothing stat'ed: every process started before now
   constexpr std::int64_t minute_ns = 60'000'000'000;
   const bool clock_trusted = !policy.host.clock_void();
   for (const ProcessInfo& process : *policy.runtimes) {
-    // Proof 4: another account's by all four uids (root's too, in an area that is not root's).
-    if (detail::another_account(process, policy.host, policy.area_uid)) continue;
+    // Proof 4: another account's by all four uids (root's too, in an area that is not root's);
+    // a zombie holds nothing.
+    if (detail::another_account(process, policy.host, policy.area_uid) || detail::exited(process)) continue;
     if (std::ranges::any_of(policy.not_owners, [&](const NotOwner& word) { return names_process(word, process); })) {
       verdict.operator_cleared.push_back(process);  // the operator's word: not this lock's Apnea
       continue;
@@ -309,7 +323,6 @@ void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy
   });
   verdict.possible_owners.clear();
   for (auto& [here, process] : keyed) verdict.possible_owners.push_back(std::move(process));
-  if (!verdict.possible_owners.empty()) verdict.possible_owner = verdict.possible_owners.front();
 }
 
 /// Judges the owner record of a lock, candidate or tombstone; true when every pid it names
@@ -317,11 +330,11 @@ void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy
 /// it was published proves nothing about its owner: its proof is evidence at most.
 bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
   const bool dead = judge_record_pids(facts, policy, verdict);
+  if (needs_possible_owners(facts, policy)) judge_possible_owners(facts, policy, verdict);
   const auto& read = *facts.owner;
   if (read.lock_stat && read.owner_stat &&
       record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns)) {
     verdict.record_changed = true;
-    judge_possible_owners(facts, policy, verdict);
     if (verdict.proof_class == ProofClass::certain) {
       verdict.proof_class = ProofClass::evidence;
       verdict.death.proof = ProofClass::evidence;
@@ -337,7 +350,7 @@ bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Ve
   if (!read.owner) verdict.failed_check = read.owner.error().reason();
   verdict.pids_unknown = facts.pids_unknown;
   verdict.truncated_pid = facts.truncated_pid;
-  verdict.pidless = !facts.pids_unknown && facts.named.empty() && unnamed_owner(facts) == nullptr;
+  verdict.pidless = names_no_pid(facts);
   verdict.filesystem = policy.host.filesystem;
   if (verdict.pids_unknown || verdict.pidless) {
     verdict.death.remote_filesystem = !policy.host.local_filesystem;
@@ -455,6 +468,16 @@ bool record_changed(const FileStat& directory, const FileStat& owner_file, std::
       return true;
   }
   return false;
+}
+
+bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy) {
+  if (!detail::has_owner_record(facts.parsed.role) || !facts.owner) return false;
+  const OwnerRead& read = *facts.owner;
+  if (read.lock_stat && read.owner_stat &&
+      record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns))
+    return true;
+  if (facts.parsed.role == EntryRole::lock && !read.owner) return true;  // malformed
+  return names_no_pid(facts);
 }
 
 Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel*) {

@@ -164,27 +164,39 @@ std::optional<Decision> unprovable(const EntryFacts& facts, const Verdict& verdi
   return std::nullopt;
 }
 
-/// What blocks an entry whose owner record changed after it was published (PROTOCOL.md
-/// section 10): without --force, the change itself; with it, a possible owner alive, or a
-/// process table that could not be read. Nothing when the record is unchanged, or when
-/// --force may go on (then trusting that Apnea runs only in a recognised runtime).
-std::optional<Decision> changed_record_blocks(const EntryFacts& facts, const Verdict& verdict,
+/// Why an entry that needs its possible owners ruled out (Verdict::owners_needed) proves
+/// nothing about its owner by itself.
+std::string damage_text(const Verdict& verdict) {
+  if (verdict.record_changed) return "its owner record changed after it was published";
+  if (verdict.pidless) return "its owner record names no pid";
+  return fmt::format("its owner record is malformed ({})", verdict.failed_check);
+}
+
+/// What blocks an entry that --force removes only while no possible owner is alive
+/// (PROTOCOL.md section 10: a record changed after it was published, a malformed lock, a
+/// record naming no pid): without --force, a changed record itself (the other rows refuse
+/// on their own); with it, a possible owner alive, or a process table that could not be
+/// read. Nothing when --force may go on (then trusting that Apnea runs only in a
+/// recognised runtime).
+std::optional<Decision> possible_owner_blocks(const EntryFacts& facts, const Verdict& verdict,
                                               const RemovalFlags& flags) {
-  if (!verdict.record_changed) return std::nullopt;
-  if (!flags.force)
+  if (!verdict.owners_needed) return std::nullopt;
+  if (!flags.force) {
+    if (!verdict.record_changed) return std::nullopt;
     return refuse("its owner record changed after it was published (record-changed): a changed "
                   "record proves nothing about its owner",
                   "needs --force, which removes it only when no process that could have taken "
                   "it (Node, Bun, Deno, Electron or apnea-locks of this account, started before "
                   "it was made) is alive");
+  }
   if (!verdict.owners_checked)
-    return refuse("its owner record changed after it was published, and the process table could "
-                  "not be read to rule out a process that could have taken it",
+    return refuse(fmt::format("{}, and the process table could not be read to rule out a process "
+                              "that could have taken it",
+                              damage_text(verdict)),
                   "check that no Apnea process of this account runs, then run reclaim --force again");
-  if (verdict.possible_owner) {
+  if (!verdict.possible_owners.empty()) {
     // Grouped by application, those working in the lock's repository first (classify).
-    const std::vector<ProcessInfo>& owners = verdict.possible_owners.empty()
-        ? std::vector<ProcessInfo>{*verdict.possible_owner} : verdict.possible_owners;
+    const std::vector<ProcessInfo>& owners = verdict.possible_owners;
     constexpr std::size_t shown = 8;
     std::string listed;
     std::string words;
@@ -211,10 +223,10 @@ std::optional<Decision> changed_record_blocks(const EntryFacts& facts, const Ver
       step += fmt::format("; for those that are not this lock's Apnea, say so: apnea-locks reclaim "
                           "--force{} {}",
                           words, shell_word(facts.path));
-    return refuse(fmt::format("its owner record changed after it was published, and {} process{} "
-                              "may be its owner (a recognised runtime of this account, started "
-                              "before the lock was made): {}",
-                              owners.size(), owners.size() == 1 ? "" : "es", listed),
+    return refuse(fmt::format("{}, and {} process{} may be its owner (a recognised runtime of "
+                              "this account, started before the lock was made): {}",
+                              damage_text(verdict), owners.size(), owners.size() == 1 ? "" : "es",
+                              listed),
                   std::move(step));
   }
   return std::nullopt;
@@ -234,7 +246,7 @@ std::vector<std::string> trusts_of(const Verdict& verdict) {
                                  "lock was written would fake this)",
                                  seconds_text(verdict.death.tolerance_ns)));
   if (verdict.death.uses_visibility) trusts.emplace_back(trust_visibility);
-  if (verdict.record_changed || verdict.death.uses_runtime) trusts.emplace_back(trust_runtime);
+  if (verdict.owners_needed || verdict.death.uses_runtime) trusts.emplace_back(trust_runtime);
   return trusts;
 }
 
@@ -242,7 +254,7 @@ std::vector<std::string> trusts_of(const Verdict& verdict) {
 /// evidence), removed as `kind`.
 Decision proven_dead(const EntryFacts& facts, const Verdict& verdict, const RemovalFlags& flags,
                      RemovalKind kind, bool force_only) {
-  if (auto blocked = changed_record_blocks(facts, verdict, flags)) return *blocked;
+  if (auto blocked = possible_owner_blocks(facts, verdict, flags)) return *blocked;
   const std::string_view proof = proof_name(verdict.proof);
   if (verdict.proof_class == ProofClass::certain && !force_only)
     return remove(kind, fmt::format("{} (certain)", proof));
@@ -286,9 +298,9 @@ Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const Remova
                       : fmt::format("check that no Apnea process of this account runs (ps -u "
                                     "\"$(id -u)\" -o pid,stat,lstart,args), then rm -r -- {}",
                                     shell_word(facts.path)));
-  if (auto blocked = changed_record_blocks(facts, verdict, flags)) return *blocked;
+  if (auto blocked = possible_owner_blocks(facts, verdict, flags)) return *blocked;
   std::vector<std::string> trusts{std::string(trust_ownerless)};
-  if (verdict.record_changed) trusts.emplace_back(trust_runtime);
+  if (verdict.owners_needed) trusts.emplace_back(trust_runtime);
   return remove(kind, fmt::format("{} names no pid, unchanged for {}", what, seconds_text(age)),
                 std::move(trusts));
 }

@@ -79,10 +79,7 @@ bool has_option(std::string_view options, std::string_view wanted) {
 /// `carrier_pid` is its pid in our namespace.
 DeathProof certain_exclusion(const ProcessInfo& carrier, std::int64_t carrier_pid,
                              const HostFacts& host, std::uint32_t area_uid) {
-  // Exited and the last of its thread group: a leader that called pthread_exit shows Z
-  // while its other threads run, and an unknown thread count (0) proves nothing.
-  if ((carrier.state == 'Z' || carrier.state == 'X') && carrier.threads == 1)
-    return DeathProof::zombie;
+  if (detail::exited(carrier)) return DeathProof::zombie;
   // A kernel thread runs no user program: whatever its uid (root's), it is not the writer.
   if (carrier.kernel_thread) return DeathProof::pid_is_kernel_thread;
   // Another account by every uid it could have written with. Root's area (a root writer may
@@ -161,6 +158,10 @@ std::string HostFacts::why_not_certain() const {
 }
 
 namespace detail {
+
+bool exited(const ProcessInfo& process) {
+  return (process.state == 'Z' || process.state == 'X') && process.threads == 1;
+}
 
 bool local_filesystem_magic(std::uint64_t magic) {
   switch (magic) {

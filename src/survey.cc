@@ -65,13 +65,6 @@ bool needs_paused_processes(const EntryFacts& facts, const ClassifyPolicy& polic
 EntryJudge::EntryJudge(System& system, const std::string& directory, const SurveySettings& settings)
     : system_(system), directory_(directory), settings_(with_host(system, directory, settings)) {}
 
-bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy) {
-  if (!detail::has_owner_record(facts.parsed.role) || !facts.owner) return false;
-  const OwnerRead& read = *facts.owner;
-  return read.lock_stat && read.owner_stat &&
-         record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns);
-}
-
 namespace {
 
 /// The possible owners' candidates of `uid` (ClassifyPolicy::runtimes, System::
@@ -105,7 +98,7 @@ Judgement EntryJudge::judge(EntryFacts facts, const EntryLabel* label) {
     settings = &with_paused_;
   }
   SurveySettings with_owners;
-  if (needs_possible_owners(facts, settings_.judge)) {  // rare: a changed record
+  if (needs_possible_owners(facts, settings_.judge)) {  // rare: a damaged or pid-less record
     std::call_once(owners_once_, [&] {
       runtimes_ = runtime_candidates(system_, settings_.judge.area_uid);
     });

@@ -41,6 +41,7 @@ struct Area {
     policy.settings.flags.force = force;
     policy.settings.judge.now_ns = system.now_ns();
     policy.settings.judge.paused = system.paused_processes();
+    policy.settings.judge.runtimes = std::vector<ProcessInfo>{};  // the staged table runs no runtime
     ProcessCache cache(system, policy.settings.judge.host);
     EntryFacts facts = gather_entry(system, dir, name, ::getuid(), cache);
     Decision decision = judge_entry(facts, policy.settings, nullptr).second;

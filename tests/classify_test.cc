@@ -24,6 +24,7 @@ Verdict judged(const EntryFacts& facts, ClassifyPolicy policy, const EntryLabel*
                std::optional<std::string> lock_dir = std::nullopt) {
   SurveySettings settings;
   if (!policy.paused) policy.paused = std::vector<ProcessInfo>{};
+  if (!policy.runtimes) policy.runtimes = std::vector<ProcessInfo>{};  // read: none runs
   settings.judge = policy;
   settings.flags.guard_age_ns = policy.guard_threshold_ns;
   settings.fix.lock_dir = std::move(lock_dir);
@@ -476,6 +477,7 @@ namespace {
 Decision forced(const EntryFacts& facts, ClassifyPolicy p) {
   SurveySettings settings;
   if (!p.paused) p.paused = std::vector<ProcessInfo>{};
+  if (!p.runtimes) p.runtimes = std::vector<ProcessInfo>{};
   settings.judge = p;
   settings.flags = RemovalFlags{true, p.guard_threshold_ns};
   return judge_entry(facts, settings, nullptr).second;
@@ -673,8 +675,8 @@ TEST_CASE("possible owners: another account's left out, grouped by application, 
   std::vector<std::int64_t> order;
   for (const ProcessInfo& process : verdict.possible_owners) order.push_back(process.pid);
   CHECK(order == std::vector<std::int64_t>{13, 14, 11, 15});
-  REQUIRE(verdict.possible_owner);
-  CHECK(verdict.possible_owner->pid == 13);
+  REQUIRE(!verdict.possible_owners.empty());
+  CHECK(verdict.possible_owners.front().pid == 13);
   const Decision decision = forced(facts, p);
   CHECK(decision.action == PlanAction::refuse);
   CAPTURE(decision.why);
@@ -693,4 +695,77 @@ TEST_CASE("possible owners: another account's left out, grouped by application, 
   CHECK(std::ranges::count_if(removed.trusts, [](const std::string& t) {
           return t.find("the operator's word") != std::string::npos;
         }) == 4);
+}
+
+TEST_CASE("possible owners: a malformed lock and an entry naming no pid need none alive either (section 10's rows)") {
+  // A runtime of this account that started before each entry was made.
+  ProcessInfo runtime = info('S', 21, uid, now - 3600 * s);
+  runtime.pid = 21;
+  runtime.executable = "/usr/bin/node";
+  runtime.runtime_sign = "exe";
+  // A runtime that has exited, the last of its threads (a zombie): it holds nothing.
+  ProcessInfo zombie = info('Z', 22, uid, now - 3600 * s);
+  zombie.pid = 22;
+  zombie.executable = "/usr/bin/node";
+  zombie.runtime_sign = "exe";
+  // A malformed lock naming a dead pid (owner.json mode 0644).
+  EntryFacts bad_mode = facts_for(EntryRole::lock, rejected(OwnerCheck::owner_open_mode, 600 * s, 0644), std::nullopt);
+  bad_mode.named.emplace_back(100, process(100, ESRCH, std::nullopt));
+  // A malformed lock naming no pid, and a candidate and a tombstone naming none, all old.
+  EntryFacts empty = facts_for(EntryRole::lock, rejected(OwnerCheck::owner_empty, 600 * s), std::nullopt);
+  EntryFacts candidate = facts_for(EntryRole::candidate, rejected(OwnerCheck::owner_empty, 600 * s), std::nullopt);
+  EntryFacts tombstone = facts_for(EntryRole::tombstone, rejected(OwnerCheck::owner_missing, 600 * s), std::nullopt);
+  // A valid lock of a dead owner: its proof is its own, possible owners do not matter.
+  EntryFacts valid = facts_for(EntryRole::lock, accepted(100, now - 600 * s, 600 * s), process(100, ESRCH, std::nullopt));
+  ClassifyPolicy p = policy();
+  struct Row {
+    const char* what;
+    const EntryFacts& facts;
+    bool needs_owners;
+    std::string_view damage;
+  };
+  const Row rows[] = {
+      {"malformed, naming a dead pid", bad_mode, true, "its owner record is malformed (owner-mode-0644), and "},
+      {"malformed, naming no pid", empty, true, "its owner record names no pid, and "},
+      {"candidate naming no pid", candidate, true, "its owner record names no pid, and "},
+      {"tombstone naming no pid", tombstone, true, "its owner record names no pid, and "},
+      {"valid, dead owner", valid, false, ""},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.what);
+    CHECK(needs_possible_owners(row.facts, p) == row.needs_owners);
+    // None runs (a zombie does not): --force removes it, trusting that Apnea runs only in a
+    // recognised runtime.
+    ClassifyPolicy with_zombie = p;
+    with_zombie.runtimes = std::vector<ProcessInfo>{zombie};
+    const Decision alone = forced(row.facts, with_zombie);
+    CHECK(alone.action == PlanAction::remove);
+    CHECK(std::ranges::count(alone.trusts, std::string("Apnea runs only in a recognised runtime (Node, Bun, "
+                                                       "Deno, Electron)")) == (row.needs_owners ? 1 : 0));
+    // One runs: refused, naming it and the operator's word for it.
+    ClassifyPolicy with_runtime = p;
+    with_runtime.runtimes = std::vector<ProcessInfo>{runtime, zombie};
+    const Decision blocked = forced(row.facts, with_runtime);
+    CAPTURE(blocked.why);
+    CHECK((blocked.action == PlanAction::refuse) == row.needs_owners);
+    if (!row.needs_owners) continue;
+    CHECK(blocked.why.starts_with(row.damage));
+    CHECK(blocked.why.find("1 process may be its owner") != std::string::npos);
+    CHECK(blocked.why.find("/usr/bin/node: pid 21") != std::string::npos);
+    CHECK(blocked.next_step.find("--not-owner 21@") != std::string::npos);
+    // The process table unreadable: refused too.
+    SurveySettings unread;
+    unread.judge = p;
+    unread.judge.paused = std::vector<ProcessInfo>{};
+    unread.judge.runtimes = std::nullopt;
+    unread.flags = RemovalFlags{true, p.guard_threshold_ns};
+    const auto [verdict, unreadable] = judge_entry(row.facts, unread, nullptr);
+    CHECK(verdict.owners_needed);
+    CHECK_FALSE(verdict.owners_checked);
+    CHECK(unreadable.action == PlanAction::refuse);
+    CHECK(unreadable.why.find("the process table could not be read") != std::string::npos);
+    // The operator's word for it: removed, the word among the trusts.
+    with_runtime.not_owners.push_back(NotOwner{21, (now - 3600 * s) / s});
+    CHECK(forced(row.facts, with_runtime).action == PlanAction::remove);
+  }
 }

@@ -117,6 +117,13 @@ TEST_CASE("hostile owner records: a verdict each, nothing outside touched, --for
     CAPTURE(forced.out);
     CAPTURE(forced.err);
     if (c.force_removes) {
+      // Only while no possible owner runs: this test program is one (PROTOCOL.md section 10).
+      CHECK(forced.status == 1);
+      CHECK(forced.out.find("--not-owner " + std::to_string(::getpid()) + "@") != std::string::npos);
+      CHECK(snapshot(h.dir) == area_before);
+      forced = past_possible_owners([&](const std::vector<std::string>& args) { return h.run("reclaim", args); },
+                                    {"--yes", "--force", h.lock});
+      CAPTURE(forced.out);
       CHECK(forced.status == 0);
       CHECK_FALSE(exists(h.lock));
     } else {

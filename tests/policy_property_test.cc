@@ -571,6 +571,7 @@ CaseReport run_case(std::uint64_t case_seed) {
   if (settings.judge.host.can_be_certain() == outside_namespace) problem("setup: the staged host is not as intended");
   SurveySettings judging = settings;  // for judging again outside the survey: the same paused view
   judging.judge.paused = system.paused_processes();
+  judging.judge.runtimes = std::vector<ProcessInfo>{};  // the staged table runs no runtime
   struct Judged {
     EntryFacts facts;
     Verdict verdict;
@@ -674,6 +675,7 @@ CaseReport run_case(std::uint64_t case_seed) {
     SurveySettings apnea = survey_settings(system, dir, default_reuse_tolerance_ns,
                                            default_guard_age_ns, false);
     apnea.judge.paused = system.paused_processes();
+    apnea.judge.runtimes = std::vector<ProcessInfo>{};
     std::set<std::string> taken;
     for (const auto& [name, j] : judged) {
       if (j.facts.parsed.role != EntryRole::lock || !j.facts.stat) continue;

@@ -92,7 +92,17 @@ TEST_CASE("a malformed lock needs --force; the printed record carries its bytes"
   CHECK(plain.status == 1);
   CHECK(plain.out.find("owner-mode-0644") != std::string::npos);
   CHECK(exists(a.lock));
-  Finished forced = a.reclaim({"--repo", a.scratch.repo, "--yes", "--force", "-J"});
+  // --force removes it only while no possible owner runs (PROTOCOL.md section 10): this test
+  // program is one (it counts as a runtime and started before the lock), so it is named.
+  Finished refused = a.reclaim({"--repo", a.scratch.repo, "--yes", "--force"});
+  CHECK(refused.status == 1);
+  CHECK(refused.out.find("is malformed (owner-mode-0644), and ") != std::string::npos);
+  CHECK(refused.out.find("may be its owner") != std::string::npos);
+  CHECK(refused.out.find("--not-owner " + std::to_string(::getpid()) + "@") != std::string::npos);
+  CHECK(exists(a.lock));
+  Finished forced = past_possible_owners([&](const std::vector<std::string>& args) { return a.reclaim(args); },
+                                         {"--yes", "--force", "-J", a.lock});
+  CAPTURE(forced.out);
   CHECK(forced.status == 0);
   auto target = parse_object(forced.out).at("targets").as_array().at(0).as_object();
   CHECK(target.at("action").as_string() == "reclaim-malformed");

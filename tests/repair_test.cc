@@ -45,6 +45,7 @@ struct Area {
     policy.settings.flags.force = force;
     policy.settings.judge.now_ns = system.now_ns();
     policy.settings.judge.paused = system.paused_processes();
+    policy.settings.judge.runtimes = std::vector<ProcessInfo>{};  // the staged table runs no runtime
     EntryFacts scanned = facts(name);
     Decision decision = judge_entry(scanned, policy.settings, nullptr).second;
     return {scanned, decision};

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "process_util.h"
@@ -120,6 +122,46 @@ inline int count(const std::string& text, const std::string& needle) {
   for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
     ++found;
   return found;
+}
+
+/// The `--not-owner PID@START` arguments a refusal in `out` gives for the processes it names
+/// as possible owners (PROTOCOL.md section 10), two words each, every word once.
+inline std::vector<std::string> not_owner_args(std::string_view out) {
+  std::vector<std::string> args;
+  constexpr std::string_view flag = "--not-owner ";
+  for (std::size_t at = out.find(flag); at != std::string_view::npos; at = out.find(flag, at)) {
+    at += flag.size();
+    const std::string word(out.substr(at, out.find_first_of(" \n", at) - at));
+    if (std::find(args.begin(), args.end(), word) == args.end()) {
+      args.emplace_back("--not-owner");
+      args.push_back(word);
+    }
+  }
+  return args;
+}
+
+/// `reclaim(args)` (a `reclaim --force` of one LOCK), followed as an operator follows a
+/// refusal that lists possible owners: every test program counts as one (runtime_stand_in.cc)
+/// and the machine may run others, so a test that means --force to remove a damaged or
+/// pid-less record says, with the refusal's own `--not-owner` words, that they are not its
+/// Apnea. Programs start and end meanwhile: run again while a refusal names new ones, at
+/// most four times. `reclaim` takes the argument list (LOCK last: the words go before it)
+/// and returns a Finished.
+template <class Reclaim>
+Finished past_possible_owners(Reclaim&& reclaim, std::vector<std::string> args) {
+  Finished finished = reclaim(args);
+  for (int attempt = 0; attempt < 4 && finished.status == 1; ++attempt) {
+    bool added = false;
+    const std::vector<std::string> words = not_owner_args(finished.out);
+    for (std::size_t i = 1; i < words.size(); i += 2) {
+      if (std::find(args.begin(), args.end(), words[i]) != args.end()) continue;
+      args.insert(args.end() - 1, {words[i - 1], words[i]});
+      added = true;
+    }
+    if (!added) break;
+    finished = reclaim(args);
+  }
+  return finished;
 }
 
 }  // namespace apnea_locks::testing

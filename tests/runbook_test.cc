@@ -365,6 +365,16 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
   } else {
     empty.run_blocks(blocks, true);
     guard.run_blocks(blocks, true);
+    // Section 4c's last step: the refusal names the possible owners (this test program is
+    // one: it counts as a runtime that started before the lock), and the reader, having
+    // checked them, adds the refusal's --not-owner words.
+    if (exists(empty.lock)) {
+      const Finished removed = past_possible_owners(
+          [&](const std::vector<std::string>& args) { return empty.locks(args); },
+          {"reclaim", "--force", "--guard-age", "1m", "--yes", empty.lock});
+      CAPTURE(removed.out);
+      CHECK(removed.status == 0);
+    }
   }
   empty.apnea_acquires();
   CHECK_FALSE(exists(guard.lock + ".reclaim"));

@@ -212,7 +212,7 @@ TEST_CASE("record-changed: a live holder's record rewritten in place is not remo
     CHECK(plain.record_changed);
     CHECK(plain_decision.action != PlanAction::remove);
     const auto [forced, forced_decision] = survey_with(true);
-    CHECK(forced.possible_owner.has_value());
+    CHECK(!forced.possible_owners.empty());
     CHECK(forced_decision.action == PlanAction::refuse);
     CHECK(forced_decision.why.find("20506") != std::string::npos);
     // With no process that could have taken it, --force removes it, saying what it trusts.

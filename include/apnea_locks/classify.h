@@ -80,6 +80,12 @@ struct ClassifyPolicy {
 /// the last test is made. False when either stat is missing. Pure.
 bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns);
 
+/// True when `facts`'s entry may be removed (with --force) only while no possible owner is
+/// alive (PROTOCOL.md section 10): its owner record changed after it was published
+/// (record_changed), or it is a lock whose record is malformed, or its record names no pid.
+/// Judging it then needs the possible owners (ClassifyPolicy::runtimes).
+bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy);
+
 
 /// A guard's age as status shows it (leftover or in flight): now minus its mtime. Removal
 /// (policy.h) counts from the latest of its mtime and ctime (PROTOCOL.md section 10, the guard
@@ -127,13 +133,14 @@ struct Verdict {
   /// The owner record changed after it was published (record_changed): its proofs are
   /// evidence at most, and only --force removes it, when no possible owner is alive.
   bool record_changed = false;
-  /// For a changed record: a live process that could have taken the lock (a recognised
-  /// runtime of the area's uid started no later than 60 s after the lock was made).
-  std::optional<ProcessInfo> possible_owner;
-  /// Every such process, grouped by application (executable), those working in the lock's
-  /// repository (or home) first; `possible_owner` is the first.
+  /// Only --force removes it, and only while no possible owner is alive
+  /// (needs_possible_owners: a changed record, a malformed lock, a record naming no pid).
+  bool owners_needed = false;
+  bool owners_checked = false;     ///< the possible owners were read (owners_needed)
+  /// Every live process that could have taken the lock (a recognised runtime of the area's
+  /// uid started no later than 60 s after the lock was made), grouped by application
+  /// (executable), those working in the lock's repository (or home) first.
   std::vector<ProcessInfo> possible_owners;
-  bool owners_checked = false;     ///< the possible owners were read for a changed record
   /// Possible owners the operator's word set aside (--not-owner), for the trust it prints.
   std::vector<ProcessInfo> operator_cleared;
   std::vector<std::string> fix_argv;  ///< the one fix command (policy.h); empty when none

@@ -79,10 +79,6 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
 /// has one, at least the guard threshold old (only such a guard's holder is looked for).
 bool needs_paused_processes(const EntryFacts& facts, const ClassifyPolicy& policy);
 
-/// True when judging `facts` needs the possible owners (ClassifyPolicy::runtimes): an entry
-/// with an owner record that changed after it was published (record_changed).
-bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy);
-
 /// The one way every command judges an entry of one area: gathered (or given), judged with
 /// the paused processes when it needs them (read once, on first need), decided, and its fix
 /// built. May be called from several threads when its System may.

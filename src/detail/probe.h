@@ -64,6 +64,11 @@ bool proc_options_hide_processes(std::string_view super_options);
 /// The processes of `view` whose NSpid holds `pid` in a field other than the first.
 std::vector<ProcessInfo> namespace_carriers(const std::vector<ProcessInfo>& view, double pid);
 
+/// `process` has exited and was the last of its thread group (a zombie): it holds nothing. A
+/// leader that called pthread_exit shows Z while its other threads run, and an unknown
+/// thread count (0) proves nothing.
+bool exited(const ProcessInfo& process);
+
 /// Proof 4's test (PROTOCOL.md section 9): `process` runs as another account than the
 /// area's by all four uids, the area is not root's, no mount of its device is idmapped in our
 /// mountinfo, and it shares our mount namespace (both known).
