@@ -690,6 +690,51 @@ constexpr std::array<CharClass, 256> char_class = [] {
   return table;
 }();
 
+/// The quoted string opening at `text[at]` (its quote) appended to `piece`, its escapes
+/// decoded, up to the closing quote or the end; returns where the text goes on.
+std::size_t read_quoted(std::string_view text, std::size_t at, std::string& piece) {
+  const char quote = text[at];
+  std::size_t i = at + 1;
+  while (i < text.size() && text[i] != quote) {
+    if (text[i] == '\\') i = decode_escape(text, i, piece);
+    else piece += text[i++];
+  }
+  return i < text.size() ? i + 1 : i;  // past the closing quote
+}
+
+/// Past the comment opening at `text[at]` (`/*...*/` or `//...` to the line's end, or to the
+/// end of the text), or past the lone `/` there.
+std::size_t skip_comment(std::string_view text, std::size_t at) {
+  const std::size_t n = text.size();
+  if (at + 1 < n && text[at + 1] == '*') {
+    const std::size_t end = text.find("*/", at + 2);
+    return end == std::string_view::npos ? n : end + 2;
+  }
+  if (at + 1 < n && text[at + 1] == '/') {
+    const std::size_t end = text.find('\n', at + 2);
+    return end == std::string_view::npos ? n : end + 1;
+  }
+  return at + 1;
+}
+
+/// The unquoted word starting at `text[at]` appended to `piece`, its escapes decoded;
+/// returns where the text goes on.
+std::size_t read_word(std::string_view text, std::size_t at, std::string& piece) {
+  const std::size_t n = text.size();
+  const auto in_word = [&](std::size_t i) {
+    return i < n && char_class[static_cast<unsigned char>(text[i])] == CharClass::word;
+  };
+  std::size_t end = at;
+  while (in_word(end) && text[end] != '\\') ++end;
+  piece.append(text, at, end - at);
+  std::size_t i = end;
+  while (in_word(i)) {
+    if (text[i] == '\\') i = decode_escape(text, i, piece);
+    else piece += text[i++];
+  }
+  return i;
+}
+
 /// One pass of the scanner over `text` (UTF-8). The text is cut into pieces: quoted strings
 /// (`"`, `'` or `` ` ``, to the closing quote or the end) and unquoted words (word_char),
 /// each with its escapes decoded; `{` `[` and `}` `]` count the depth; `/*...*/` and
@@ -754,39 +799,15 @@ void scan_pass(std::string_view text, bool blind, PidSink& sink) {
           break;
         }
         begin_piece(true);
-        for (++i; i < n && text[i] != c;) {
-          if (text[i] == '\\') i = decode_escape(text, i, piece);
-          else piece += text[i++];
-        }
-        if (i < n) ++i;  // the closing quote
+        i = read_quoted(text, i, piece);
         break;
       case CharClass::slash:
-        if (!blind && i + 1 < n && text[i + 1] == '*') {
-          const std::size_t end = text.find("*/", i + 2);
-          i = end == std::string_view::npos ? n : end + 2;
-        } else if (!blind && i + 1 < n && text[i + 1] == '/') {
-          const std::size_t end = text.find('\n', i + 2);
-          i = end == std::string_view::npos ? n : end + 1;
-        } else {
-          ++i;
-        }
+        i = blind ? i + 1 : skip_comment(text, i);
         break;
-      case CharClass::word: {
+      case CharClass::word:
         begin_piece(is_letter(c) || c == '_' || c == '$' || c == '\\');
-        std::size_t end = i;
-        while (end < n && char_class[static_cast<unsigned char>(text[end])] == CharClass::word &&
-               text[end] != '\\')
-          ++end;
-        piece.append(text, i, end - i);
-        i = end;
-        if (i < n && text[i] == '\\') {
-          while (i < n && char_class[static_cast<unsigned char>(text[i])] == CharClass::word) {
-            if (text[i] == '\\') i = decode_escape(text, i, piece);
-            else piece += text[i++];
-          }
-        }
+        i = read_word(text, i, piece);
         break;
-      }
     }
   }
   settle(false);

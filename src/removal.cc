@@ -198,6 +198,27 @@ LockResult<bool> detail::release_owned(System& system, const std::string& lock,
   return removed->has_value();
 }
 
+namespace {
+
+/// A malformed lock re-read under the guard is still what was inspected: the very directory
+/// and owner.json (same objects, modes, owners, size and mtime; or still no owner.json),
+/// still rejected, with the very bytes.
+bool still_as_inspected(const OwnerRead& read, const ReclaimExpectation& expect) {
+  const auto same = [](const FileStat& now, const FileStat& then) {
+    return now.same_object(then) && now.mode == then.mode && now.uid == then.uid;
+  };
+  const std::optional<FileStat>& file = read.owner_stat;
+  const std::optional<FileStat>& expected_file = expect.owner_identity;
+  const bool same_owner_file =
+      file.has_value() == expected_file.has_value() &&
+      (!file || (same(*file, *expected_file) && file->size == expected_file->size &&
+                 file->mtime_ns == expected_file->mtime_ns));
+  return read.lock_stat && expect.identity && same(*read.lock_stat, *expect.identity) &&
+         same_owner_file && !read.owner && read.bytes == expect.owner_bytes;
+}
+
+}  // namespace
+
 LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::string& lock,
                                                    const std::string& resource,
                                                    const ReclaimExpectation& expect,
@@ -232,18 +253,7 @@ LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::st
     // rename.
     auto area = open_area_of(system, lock);
     auto unchanged = [&](const std::string& name) {
-      OwnerRead read = read_owner(system, area->dir, name, uid);
-      const bool same_owner_file =
-          read.owner_stat.has_value() == expect.owner_identity.has_value() &&
-          (!read.owner_stat || (read.owner_stat->same_object(*expect.owner_identity) &&
-                                read.owner_stat->size == expect.owner_identity->size &&
-                                read.owner_stat->mode == expect.owner_identity->mode &&
-                                read.owner_stat->uid == expect.owner_identity->uid &&
-                                read.owner_stat->mtime_ns == expect.owner_identity->mtime_ns));
-      return read.lock_stat && expect.identity && read.lock_stat->same_object(*expect.identity) &&
-             read.lock_stat->mode == expect.identity->mode &&
-             read.lock_stat->uid == expect.identity->uid && same_owner_file && !read.owner &&
-             read.bytes == expect.owner_bytes;
+      return still_as_inspected(read_owner(system, area->dir, name, uid), expect);
     };
     if (!area) {
       error = wrapped(area.error(), "open", node_dirname(lock), resource);

@@ -239,6 +239,20 @@ class Survey {
   const LabelIndex& labels_;
 };
 
+/// The listing's first read (`list`, as survey_area reads it): every name noted in
+/// `guarded`; how many there are.
+template <class List>
+SysResult<std::size_t> note_guards(const List& list, GuardedLocks& guarded) {
+  std::size_t listed = 0;
+  auto read = list([&](const DirEntry& entry) {
+    guarded.note(entry.name);
+    ++listed;
+    return true;
+  });
+  if (!read) return std::unexpected(read.error());
+  return listed;
+}
+
 }  // namespace
 
 SysResult<std::size_t> survey_area(System& system, const std::string& directory,
@@ -258,15 +272,10 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   // The listing is read twice: once for which locks have a guard (a guard may be listed
   // after its lock), then entry by entry, judged in batches, so no survey holds every name.
   GuardedLocks guarded;
-  std::size_t listed = 0;
-  auto first = list([&](const DirEntry& entry) {
-    guarded.note(entry.name);
-    ++listed;
-    return true;
-  });
-  if (!first) return std::unexpected(first.error());
+  auto listed = note_guards(list, guarded);
+  if (!listed) return listed;
   // An empty area, the usual one, reads no host facts.
-  if (listed == 0 && expected_locks.empty()) return listed;
+  if (*listed == 0 && expected_locks.empty()) return listed;
 
   Survey survey(system, dir, settings, labels);
   (void)labels.size();  // resolves lazy labels now: find() is then read-only, thread-safe
@@ -315,11 +324,8 @@ SysResult<std::size_t> survey_area(System& system, const std::string& directory,
   if (!second) return std::unexpected(second.error());
   if (!filling.names.empty()) step();
   deliver(ready);
-  for (const std::string& name : absent) {
-    const Judgement judged =
-        survey.judge().absent(name, survey.label_of(name, parse_entry_name(name)));
-    visit(judged.view());
-  }
+  for (const std::string& name : absent)
+    visit(survey.judge().absent(name, survey.label_of(name, parse_entry_name(name))).view());
   return count;
 }
 

@@ -953,6 +953,52 @@ bool release(HeldLock& held, const Output& out) {
   return true;
 }
 
+/// run's part once the lock is held: the command run in its own session under a flock of
+/// the lock directory, then the release; the command's exit status, or exit_unsafe when the
+/// lock was not ours any more at the end.
+int run_holding(HeldLock& held, const LockTarget& target, const RunOptions& options, const Output& out,
+                const SignalControl& signals) {
+  const Owner& owner = held.owner();
+  out.event({{"event", "acquired"},
+             {"lock_path", held.lock_path()},
+             {"resource", target.resource},
+             {"kind", kind_name(target.kind)},
+             {"pid", json_pid(owner.pid)},
+             {"token", owner.token}});
+  if (options.print_token)
+    write_line(printable(fmt::format("apnea-locks run: holding {} as pid {}, token {}", held.lock_path(),
+                                     pid_text(owner.pid), owner.token)) +
+               "\n");
+
+  // A signal that arrived while the lock was being taken ends run before the command starts.
+  if (const int sig = signals.wait_for(nanoseconds(0)); sig != 0) {
+    release(held, out);
+    signals.die_by(sig);
+  }
+
+  // A BSD flock on the lock directory while the command runs: temp cleaners such as
+  // systemd-tmpfiles skip a locked directory. Closed before the release renames it away.
+  const int lock_fd = flock_lock_directory(held.lock_path(), out);
+  const ChildEnd end = run_child(options.command, signals, lock_fd, out);
+  if (lock_fd >= 0) ::close(lock_fd);
+  if (end.exec_errno != 0) {
+    out.event(
+        {{"event", "exec-failed"},
+         {"command", options.command.front()},
+         {"errno", ::strerrorname_np(end.exec_errno) ? ::strerrorname_np(end.exec_errno) : ""},
+         {"message", std::strerror(end.exec_errno)},
+         {"exit_status", end.status}});
+    const std::string& name = options.command.front();
+    if (end.exec_errno == ENOENT && name.find('/') == std::string::npos)
+      out.say(fmt::format("{}: command not found", name));
+    else
+      out.say(fmt::format("cannot run '{}': {}", name, std::strerror(end.exec_errno)));
+  }
+  const bool released = release(held, out);
+  if (!released && end.status == 0) return exit_unsafe;
+  return end.status;
+}
+
 }  // namespace
 
 int run_command(const std::vector<std::string>& args) {
@@ -999,45 +1045,7 @@ int run_command(const std::vector<std::string>& args) {
                           described && error->is(LockedReason::live));
   HeldLock& held = std::get<HeldLock>(acquired);
 
-  const Owner& owner = held.owner();
-  out.event({{"event", "acquired"},
-             {"lock_path", held.lock_path()},
-             {"resource", target->resource},
-             {"kind", kind_name(target->kind)},
-             {"pid", json_pid(owner.pid)},
-             {"token", owner.token}});
-  if (options.print_token)
-    write_line(printable(fmt::format("apnea-locks run: holding {} as pid {}, token {}", held.lock_path(),
-                                     pid_text(owner.pid), owner.token)) +
-               "\n");
-
-  // A signal that arrived while the lock was being taken ends run before the command starts.
-  if (const int sig = signals.wait_for(nanoseconds(0)); sig != 0) {
-    release(held, out);
-    signals.die_by(sig);
-  }
-
-  // A BSD flock on the lock directory while the command runs: temp cleaners such as
-  // systemd-tmpfiles skip a locked directory. Closed before the release renames it away.
-  const int lock_fd = flock_lock_directory(held.lock_path(), out);
-  const ChildEnd end = run_child(options.command, signals, lock_fd, out);
-  if (lock_fd >= 0) ::close(lock_fd);
-  if (end.exec_errno != 0) {
-    out.event(
-        {{"event", "exec-failed"},
-         {"command", options.command.front()},
-         {"errno", ::strerrorname_np(end.exec_errno) ? ::strerrorname_np(end.exec_errno) : ""},
-         {"message", std::strerror(end.exec_errno)},
-         {"exit_status", end.status}});
-    const std::string& name = options.command.front();
-    if (end.exec_errno == ENOENT && name.find('/') == std::string::npos)
-      out.say(fmt::format("{}: command not found", name));
-    else
-      out.say(fmt::format("cannot run '{}': {}", name, std::strerror(end.exec_errno)));
-  }
-  const bool released = release(held, out);
-  if (!released && end.status == 0) return exit_unsafe;
-  return end.status;
+  return run_holding(held, *target, options, out, signals);
 }
 
 }  // namespace apnea_locks::cli
