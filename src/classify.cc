@@ -204,19 +204,15 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
     const DeathJudgement judged =
         judge_death(process, policy.host, policy.area_uid, written, policy.reuse_tolerance_ns,
                     policy.not_owners);
-    DeathJudgement& all = verdict.death;
-    if (!all.operator_exempt) all.operator_exempt = judged.operator_exempt;
-    if (!all.word_mismatch) all.word_mismatch = judged.word_mismatch;
-    all.uses_clock = all.uses_clock || judged.uses_clock;
-    all.uses_visibility = all.uses_visibility || judged.uses_visibility;
-    all.uses_runtime = all.uses_runtime || judged.uses_runtime;
-    all.tolerance_ns = judged.tolerance_ns;
-    all.clock_void = all.clock_void || judged.clock_void;
-    all.remote_filesystem = all.remote_filesystem || judged.remote_filesystem;
-    if (first || judged.proof < all.proof) {
-      all.proof = judged.proof;
-      all.reason = judged.reason;
-      all.blocker = judged.blocker;
+    bool deciding = first;  // the first pid's proof stands until a weaker one comes
+    if (first) {
+      const bool remote = verdict.death.remote_filesystem;
+      verdict.death = judged;
+      verdict.death.remote_filesystem = remote || judged.remote_filesystem;
+    } else {
+      deciding = verdict.death.merge(judged);
+    }
+    if (deciding) {
       reason = judged.proof == ProofClass::none ? std::string(live_reason(process, judged))
                                                 : std::string(proof_name(judged.reason));
       verdict.blocking_pid = judged.proof == ProofClass::none ? pid_text(pid) : std::string();
@@ -225,7 +221,6 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
   });
   verdict.proof_class = verdict.death.proof;
   verdict.proof = verdict.proof_class == ProofClass::none ? DeathProof::none : verdict.death.reason;
-  verdict.certain = verdict.proof_class == ProofClass::certain;
   return reason;
 }
 
@@ -338,7 +333,6 @@ bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict
     if (verdict.proof_class == ProofClass::certain) {
       verdict.proof_class = ProofClass::evidence;
       verdict.death.proof = ProofClass::evidence;
-      verdict.certain = false;
     }
   }
   return dead;

@@ -493,6 +493,65 @@ bool detail::proof_is_certain(DeathProof proof) {
          proof != DeathProof::pid_not_runtime && !clock_proof(proof);
 }
 
+bool DeathJudgement::merge(const DeathJudgement& other) {
+  if (!operator_exempt) operator_exempt = other.operator_exempt;
+  if (!word_mismatch) word_mismatch = other.word_mismatch;
+  uses_clock = uses_clock || other.uses_clock;
+  uses_visibility = uses_visibility || other.uses_visibility;
+  uses_runtime = uses_runtime || other.uses_runtime;
+  tolerance_ns = std::max(tolerance_ns, other.tolerance_ns);
+  clock_void = clock_void || other.clock_void;
+  remote_filesystem = remote_filesystem || other.remote_filesystem;
+  if (other.proof >= proof) return false;
+  proof = other.proof;
+  reason = other.reason;
+  blocker = other.blocker;
+  return true;
+}
+
+namespace {
+
+/// What judge_death shows one carrier with.
+struct Exclusions {
+  const HostFacts& host;
+  std::uint32_t area_uid;
+  std::int64_t written_ns, tolerance_ns;
+  std::span<const NotOwner> not_owners;
+
+  /// The proof that `carrier` (pid `carrier_pid` in our namespace) is not the writer, none
+  /// when nothing shows it. Records in `judged` the operator's word it used, or a word that
+  /// names its pid with another start time; sets `other_mounts` when the proof rests on a
+  /// uid seen from another (or an unknown) mount namespace.
+  DeathProof of(const ProcessInfo& carrier, std::int64_t carrier_pid, DeathJudgement& judged,
+                bool& other_mounts) const {
+    DeathProof proof = certain_exclusion(carrier, carrier_pid, host, area_uid);
+    // Another account by its uids, but in another (or an unknown) mount namespace: evidence.
+    if (proof == DeathProof::none && detail::another_account_by_uids(carrier, host, area_uid)) {
+      proof = DeathProof::pid_other_uid;
+      other_mounts = true;
+    }
+    if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance_ns);
+    const bool unproven = proof == DeathProof::none || (clock_proof(proof) && host.clock_void());
+    // No clock needed: a process that runs no recognised runtime is not an Apnea.
+    if (unproven && runs_no_runtime(carrier)) return DeathProof::pid_not_runtime;
+    if (!unproven) return proof;
+    // The operator's word covers a carrier nothing else excludes (or only void clock
+    // evidence does), and only the process it names: same pid, same start.
+    for (const NotOwner& word : not_owners) {
+      if (word.pid != carrier_pid) continue;
+      if (names_process(word, carrier)) {
+        proof = DeathProof::operator_word;
+        judged.operator_exempt = carrier;
+      } else if (!judged.word_mismatch) {
+        judged.word_mismatch = carrier;
+      }
+    }
+    return proof;
+  }
+};
+
+}  // namespace
+
 DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
                            std::int64_t written_ns, std::int64_t tolerance_ns,
                            std::span<const NotOwner> not_owners) {
@@ -529,31 +588,10 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
   std::optional<ProcessInfo> blocker;         // a carrier nothing excludes
   std::optional<ProcessInfo> void_blocker;    // a carrier only void clock evidence excludes
 
+  const Exclusions exclusions{host, area_uid, written_ns, tolerance, not_owners};
   // Whether `carrier` (pid `carrier_pid` in our namespace) is shown not to be the writer.
   auto examine = [&](const ProcessInfo& carrier, std::int64_t carrier_pid) {
-    DeathProof proof = certain_exclusion(carrier, carrier_pid, host, area_uid);
-    // Another account by its uids, but in another (or an unknown) mount namespace: evidence.
-    if (proof == DeathProof::none && detail::another_account_by_uids(carrier, host, area_uid)) {
-      proof = DeathProof::pid_other_uid;
-      other_mounts = true;
-    }
-    if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance);
-    // No clock needed: a process that runs no recognised runtime is not an Apnea.
-    if ((proof == DeathProof::none || (clock_proof(proof) && !clock_counts)) && runs_no_runtime(carrier))
-      proof = DeathProof::pid_not_runtime;
-    // The operator's word covers a carrier nothing else excludes (or only void clock
-    // evidence does), and only the process it names: same pid, same start.
-    if (proof == DeathProof::none || (clock_proof(proof) && !clock_counts)) {
-      for (const NotOwner& word : not_owners) {
-        if (word.pid != carrier_pid) continue;
-        if (names_process(word, carrier)) {
-          proof = DeathProof::operator_word;
-          judged.operator_exempt = carrier;
-        } else if (!judged.word_mismatch) {
-          judged.word_mismatch = carrier;
-        }
-      }
-    }
+    const DeathProof proof = exclusions.of(carrier, carrier_pid, judged, other_mounts);
     if (clock_proof(proof) && !clock_counts) {
       judged.clock_void = true;
       void_clock = weaker(void_clock, proof);

@@ -255,7 +255,7 @@ void check_case(const Case& c) {
   CHECK(v.apnea_verdict.has_value() == c.apnea.has_value());
   if (v.apnea_verdict && c.apnea) CHECK(apnea_verdict_name(*v.apnea_verdict) == apnea_verdict_name(*c.apnea));
   CHECK(v.reason == c.reason);
-  CHECK(v.certain == c.certain);
+  CHECK(v.certain() == c.certain);
   CHECK(v.apnea_self_heals == c.self_heals);
   CHECK(v.needs_attention == c.attention);
   CHECK(v.force_required == c.force);

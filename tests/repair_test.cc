@@ -126,7 +126,6 @@ TEST_CASE("decide: section 10's table; nothing naming a pid not proven dead, und
     verdict.role = c.role;
     verdict.state = c.state;
     verdict.proof_class = c.proof;
-    verdict.certain = c.proof == P::certain;
     verdict.pidless = c.record == pidless;
     verdict.pids_unknown = c.record == unknown;
     verdict.death.proof = c.proof;

@@ -102,7 +102,7 @@ struct Verdict {
   std::string reason;
   DeathProof proof = DeathProof::none;
   ProofClass proof_class = ProofClass::none;  ///< how strong `proof` is (judge_death)
-  bool certain = false;            ///< proof_class is certain
+  bool certain() const { return proof_class == ProofClass::certain; }
   bool apnea_self_heals = false;   ///< Apnea reclaims it on its next contended run
   bool needs_attention = false;    ///< a human (or `reclaim`) must act
   bool force_required = false;     ///< only `reclaim --force` would remove it

@@ -161,6 +161,11 @@ struct DeathJudgement {
   /// A carrier not shown to be someone else (the live one). When /proc could not be read
   /// for it, only `pid` is known (state '?').
   std::optional<ProcessInfo> blocker;
+
+  /// Adds the judgement of another pid the same record names: every trust either rests on
+  /// and every flag either raised are kept (the first operator's word and mismatch); the
+  /// proof, its reason and its blocker become `other`'s when it is weaker. True when it was.
+  bool merge(const DeathJudgement& other);
 };
 
 /// Section 9 exactly: every carrier (our-namespace pid P and every ns carrier) must be shown

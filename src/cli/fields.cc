@@ -118,7 +118,7 @@ std::string name_text(const EntryView& e) { return e.facts.name; }
 std::string path_text(const EntryView& e) { return e.facts.path; }
 std::string attention_text(const EntryView& e) { return yes_no(e.verdict.needs_attention); }
 std::string self_heals_text(const EntryView& e) { return yes_no(e.verdict.apnea_self_heals); }
-std::string certain_text(const EntryView& e) { return yes_no(e.verdict.certain); }
+std::string certain_text(const EntryView& e) { return yes_no(e.verdict.certain()); }
 std::string guard_text(const EntryView& e) { return text_of(guard_value(e)); }
 std::string proof_text(const EntryView& e) { return std::string(proof_class_name(e.verdict.proof_class)); }
 std::string proof_name_text(const EntryView& e) { return text_of(proof_name_value(e)); }
@@ -166,7 +166,7 @@ void name_json(JsonWriter& j, const EntryView& e) { j.member_string("name", e.fa
 void path_json(JsonWriter& j, const EntryView& e) { j.member_string("path", e.facts.path); }
 void attention_json(JsonWriter& j, const EntryView& e) { j.member_boolean("needs_attention", e.verdict.needs_attention); }
 void self_heals_json(JsonWriter& j, const EntryView& e) { j.member_boolean("apnea_self_heals", e.verdict.apnea_self_heals); }
-void certain_json(JsonWriter& j, const EntryView& e) { j.member_boolean("certain", e.verdict.certain); }
+void certain_json(JsonWriter& j, const EntryView& e) { j.member_boolean("certain", e.verdict.certain()); }
 void guard_json(JsonWriter& j, const EntryView& e) { member(j, "guard", guard_value(e)); }
 void proof_json(JsonWriter& j, const EntryView& e) { j.member_string("proof", proof_class_name(e.verdict.proof_class)); }
 void proof_name_json(JsonWriter& j, const EntryView& e) { member(j, "proof_name", proof_name_value(e)); }

@@ -131,7 +131,7 @@ void print_verdict(const Inspection& in) {
                                   : std::string_view();
   line("state", paint(fmt::format("{} ({}{})", state_name(verdict.state), verdict.reason,
                                   verdict.state == EntryState::stale
-                                      ? (verdict.certain ? "; certain proof" : "; evidence only")
+                                      ? (verdict.certain() ? "; certain proof" : "; evidence only")
                                       : ""),
                       sgr, in.colour));
   if (verdict.apnea_verdict) {
@@ -260,7 +260,7 @@ void print_json(const Inspection& in, const std::optional<std::string>& error) {
   json.end_array();
   json.key("proof").begin_object();
   json.key("name").string(proof_name(in.verdict.proof));
-  json.key("certain").boolean(in.verdict.certain);
+  json.key("certain").boolean(in.verdict.certain());
   json.key("explanation").string(proof_explanation(in.verdict.proof));
   json.end_object();
   json.key("guard");

@@ -248,7 +248,7 @@ void write_json(const std::string& lock_dir, const ReclaimOptions& o, const std:
         .optional_string(t.verdict.proof != DeathProof::none
                              ? std::optional(std::string(proof_name(t.verdict.proof)))
                              : std::nullopt);
-    json.key("certain").boolean(t.verdict.certain);
+    json.key("certain").boolean(t.verdict.certain());
     json.key("owner");
     if (t.facts.owner && t.facts.owner->owner) {
       json.begin_object();
