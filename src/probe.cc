@@ -139,7 +139,8 @@ std::string HostFacts::why_clock_void() const {
 }
 
 bool HostFacts::sees_every_process() const {
-  return initial_pid_namespace && initial_user_namespace && process_table_complete && exported_by.empty();
+  return initial_pid_namespace && initial_user_namespace && process_table_complete && exported_by.empty() &&
+         served_by.empty();
 }
 
 bool HostFacts::can_be_certain() const { return local_filesystem && sees_every_process(); }
@@ -154,6 +155,9 @@ std::string HostFacts::why_not_certain() const {
   if (!exported_by.empty())
     return "the lock area is exported over NFS (" + exported_by +
            " in /proc/fs/nfsd/exports): another machine's Apnea may hold its locks";
+  if (!served_by.empty())
+    return "a file server or sync process reaches the lock area (" + served_by +
+           "): another machine's Apnea may hold its locks";
   return {};
 }
 
@@ -291,11 +295,13 @@ HostFacts gather(System& system, const std::string& area_directory,
   }
   host.boot_time_ns = system.boot_time_ns();
   host.dev_birth_ns = system.birth_time_ns("/dev");
-  if (const std::optional<std::string> exports = system.nfs_exports(); exports && !exports->empty()) {
-    // Exports name real paths: compare with the area's (as typed when it cannot be resolved).
-    const auto real = system.realpath(area_directory);
-    host.exported_by = detail::export_covering(*exports, real ? *real : area_directory);
-  }
+  // Exports and the files servers keep open name real paths: compare with the area's (as
+  // typed when it cannot be resolved).
+  const SysResult<std::string> real = system.realpath(area_directory);
+  const std::string& area_path = real ? *real : area_directory;
+  if (const std::optional<std::string> exports = system.nfs_exports(); exports && !exports->empty())
+    host.exported_by = detail::export_covering(*exports, area_path);
+  host.served_by = system.file_server_reaching(area_path).value_or("the process table cannot be listed");
   return host;
 }
 }  // namespace

@@ -100,18 +100,31 @@ std::vector<std::int64_t> parse_ints(std::string_view text) {
   return out;
 }
 
-/// Calls `visit` with the pid of every process in `<root>`; false when it cannot be listed.
-bool for_each_process(std::string_view root, const std::function<void(std::int64_t)>& visit) {
-  DIR* dir = ::opendir(std::string(root).c_str());
+/// Calls `visit` with every name of `directory` that is a decimal number of at least `least`;
+/// false when it cannot be listed.
+bool for_each_number(std::string_view directory, std::int64_t least,
+                     const std::function<void(std::int64_t)>& visit) {
+  DIR* dir = ::opendir(std::string(directory).c_str());
   if (dir == nullptr) return false;
   while (struct dirent* item = ::readdir(dir)) {
-    std::int64_t pid = 0;
+    std::int64_t number = 0;
     const char* end = item->d_name + std::strlen(item->d_name);
-    auto parsed = std::from_chars(item->d_name, end, pid);
-    if (parsed.ec == std::errc() && parsed.ptr == end && pid > 0) visit(pid);
+    auto parsed = std::from_chars(item->d_name, end, number);
+    if (parsed.ec == std::errc() && parsed.ptr == end && number >= least) visit(number);
   }
   ::closedir(dir);
   return true;
+}
+
+/// Calls `visit` with the pid of every process in `<root>`; false when it cannot be listed.
+bool for_each_process(std::string_view root, const std::function<void(std::int64_t)>& visit) {
+  return for_each_number(root, 1, visit);
+}
+
+/// Calls `visit` with every open descriptor in `<fd_directory>` (0 included); false when it
+/// cannot be listed.
+bool for_each_descriptor(std::string_view fd_directory, const std::function<void(std::int64_t)>& visit) {
+  return for_each_number(fd_directory, 0, visit);
 }
 
 /// read_file_if_any_at of a path of its own.
@@ -524,7 +537,7 @@ std::string runtime_sign(const std::string& directory, RuntimeProcess& process) 
     cannot("maps");
   }
   bool asar = false;
-  const bool listed = for_each_process(directory + "/fd", [&](std::int64_t fd) {
+  const bool listed = for_each_descriptor(directory + "/fd", [&](std::int64_t fd) {
     if (asar) return;
     const auto target = read_link(directory + "/fd/" + std::to_string(fd));
     asar = target && base_name(*target).ends_with(".asar");
@@ -535,6 +548,65 @@ std::string runtime_sign(const std::string& directory, RuntimeProcess& process) 
 }
 
 }  // namespace
+
+namespace {
+
+/// A file server or sync tool, by its command name (at most 15 bytes) and, for qemu, its
+/// command line (PROTOCOL.md section 9, the other-kernel precondition).
+bool file_server(std::string_view comm, std::string_view cmdline) {
+  for (const std::string_view name :
+       {"virtiofsd", "runsc", "sftp-server", "smbd", "ksmbd", "syncthing", "mutagen", "unison"})
+    if (comm.starts_with(name)) return true;
+  return comm.starts_with("qemu") && (cmdline.find("virtfs") != std::string_view::npos ||
+                                      cmdline.find("fsdev") != std::string_view::npos ||
+                                      cmdline.find("9p") != std::string_view::npos);
+}
+
+/// `path` (a link's target) is `area`, above it or inside it.
+bool reaches(std::string_view path, std::string_view area) {
+  if (path.ends_with(" (deleted)")) path.remove_suffix(10);
+  if (!path.starts_with('/')) return false;  // a socket, a pipe, an anonymous inode
+  const auto within = [](std::string_view inner, std::string_view outer) {
+    return outer == "/" || inner == outer ||
+           (inner.starts_with(outer) && inner.size() > outer.size() && inner[outer.size()] == '/');
+  };
+  return within(area, path) || within(path, area);
+}
+
+/// How the file server whose /proc directory is `directory` reaches `area`, "" when it does
+/// not; unreadable counts.
+std::string how_it_reaches(const std::string& directory, std::string_view area) {
+  const std::optional<std::string> cwd = read_link(directory + "/cwd");
+  if (!cwd) return "its working directory cannot be read";
+  if (reaches(*cwd, area)) return "working directory " + *cwd;
+  std::string found;
+  const bool listed = for_each_descriptor(directory + "/fd", [&](std::int64_t fd) {
+    if (!found.empty()) return;
+    const std::optional<std::string> target = read_link(directory + "/fd/" + std::to_string(fd));
+    if (target && reaches(*target, area)) found = "open descriptor " + *target;
+  });
+  if (!listed) return "its open descriptors cannot be read";
+  return found;
+}
+
+}  // namespace
+
+std::optional<std::string> read_file_server_reaching(std::string_view root, std::string_view area) {
+  std::string found;
+  const bool listed = for_each_process(root, [&](std::int64_t pid) {
+    if (!found.empty()) return;
+    const std::string directory = process_path(root, pid, "");
+    std::string comm = read_file_if_any(directory + "/comm").value_or("");
+    if (comm.ends_with('\n')) comm.pop_back();
+    const std::string cmdline =
+        comm.starts_with("qemu") ? read_file_if_any(directory + "/cmdline").value_or("") : std::string();
+    if (!file_server(comm, cmdline)) return;
+    if (const std::string how = how_it_reaches(directory, area); !how.empty())
+      found = fmt::format("{} (pid {}): {}", comm, pid, how);
+  });
+  if (!listed) return std::nullopt;
+  return found;
+}
 
 std::optional<std::string> read_runtime_sign(std::string_view root, std::int64_t pid) {
   const std::string directory = process_path(root, pid, "");

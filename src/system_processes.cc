@@ -32,6 +32,10 @@ std::optional<std::vector<ProcessInfo>> RealSystem::paused_processes() {
   return read_paused_processes(default_proc_root, boot_time_ns());
 }
 
+std::optional<std::string> RealSystem::file_server_reaching(const std::string& area) {
+  return read_file_server_reaching(default_proc_root, area);
+}
+
 std::optional<std::vector<RuntimeProcess>> RealSystem::runtime_processes(std::uint32_t uid) {
   return read_runtime_processes(default_proc_root, uid);
 }

@@ -516,6 +516,29 @@ TEST_CASE("an NFS export of the area: another machine's Apnea may hold its locks
   CHECK_FALSE(gather_host(system, area.path()).can_be_certain());
 }
 
+TEST_CASE("a file-server or sync process reaching the area makes every proof evidence (section 9, another kernel)") {
+  HostFacts served = host;
+  served.served_by = "smbd (pid 812): working directory /";
+  CHECK_FALSE(served.sees_every_process());
+  CHECK_FALSE(served.can_be_certain());
+  CHECK(served.why_not_certain().find("a file server or sync process reaches the lock area (smbd (pid 812)") !=
+        std::string::npos);
+  const DeathJudgement dead = judge(dead_process(100), served);
+  CHECK(dead.reason == DeathProof::pid_dead);
+  CHECK(dead.proof == ProofClass::evidence);
+  CHECK(dead.uses_visibility);
+
+  // gather_host asks with the area's real path; a table that cannot be listed counts.
+  apnea_locks::testing::StagedSystem system;
+  TempDir area;
+  CHECK(gather_host(system, area.path()).can_be_certain());
+  system.staged_file_server = "virtiofsd (pid 90): open descriptor /tmp";
+  CHECK(gather_host(system, area.path()).served_by == "virtiofsd (pid 90): open descriptor /tmp");
+  CHECK_FALSE(gather_host(system, area.path()).can_be_certain());
+  system.staged_file_server = std::nullopt;
+  CHECK_FALSE(gather_host(system, area.path()).can_be_certain());
+}
+
 TEST_CASE("filesystem names and the local allowlist") {
   CHECK(local_filesystem_magic(0x01021994));
   CHECK(local_filesystem_magic(0xEF53));

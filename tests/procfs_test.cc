@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "detail/probe.h"
 #include "temp_dir.h"
@@ -455,4 +456,52 @@ TEST_CASE("possible owners: a runtime by its exe, maps, open files, neighbours o
   CHECK(read_runtime_sign(tree.root, 309) == std::optional<std::string>(""));
   CHECK(read_runtime_sign(tree.root, 307) == std::optional<std::string>("exe node"));
   CHECK_FALSE(read_runtime_sign(tree.root, 999));
+}
+
+TEST_CASE("file servers: by name, reaching the area by working directory or descriptor, above, at or inside it") {
+  ProcTree tree;
+  const std::string area = "/tmp/apnea-1000/operation-locks";
+  const auto process = [&](std::int64_t pid, std::string_view comm, std::string_view cwd,
+                           std::vector<std::string> fds = {}, std::string_view cmdline = "") {
+    const std::string directory = tree.root + "/" + std::to_string(pid);
+    tree.file(pid, "comm", std::string(comm) + "\n");
+    tree.file(pid, "cmdline", cmdline);
+    if (!cwd.empty()) std::filesystem::create_symlink(std::string(cwd), directory + "/cwd");
+    std::filesystem::create_directories(directory + "/fd");
+    for (std::size_t fd = 0; fd < fds.size(); ++fd)
+      std::filesystem::create_symlink(fds[fd], directory + "/fd/" + std::to_string(fd));
+  };
+  const auto reaching = [&] { return read_file_server_reaching(tree.root, area); };
+  process(10, "bash", "/");                                  // not a file server
+  process(11, "sshd", "/tmp/apnea-1000");                    // not one either
+  process(12, "smbd", "/srv/share", {"socket:[77]", "/srv/share/a.txt"});  // elsewhere
+  process(13, "qemu-system-x86", "/", {}, "qemu\0-m\0" "2G\0"s);  // qemu without a 9p share
+  REQUIRE(reaching());
+  CHECK(*reaching() == "");
+
+  SUBCASE("its working directory above the area") {
+    process(20, "smbd-notifyd", "/tmp");
+    CHECK(*reaching() == "smbd-notifyd (pid 20): working directory /tmp");
+  }
+  SUBCASE("the root: every daemon that changed to /") {
+    process(20, "sftp-server", "/");
+    CHECK(*reaching() == "sftp-server (pid 20): working directory /");
+  }
+  SUBCASE("a descriptor inside the area") {
+    process(20, "syncthing", "/home/ann", {"pipe:[5]", area + "/repository-x.lock/owner.json (deleted)"});
+    CHECK(*reaching() == "syncthing (pid 20): open descriptor " + area + "/repository-x.lock/owner.json (deleted)");
+  }
+  SUBCASE("qemu with a 9p share") {
+    process(20, "qemu-system-x86", "/var/lib/vm", {"/tmp"}, "qemu\0-virtfs\0local,path=/tmp\0"s);
+    CHECK(*reaching() == "qemu-system-x86 (pid 20): open descriptor /tmp");
+  }
+  SUBCASE("a sibling directory whose name begins the same does not reach it") {
+    process(20, "unison", "/tmp/apnea-1000/operation-locksX");
+    CHECK(*reaching() == "");
+  }
+  SUBCASE("a working directory that cannot be read counts") {
+    process(20, "virtiofsd", "");
+    CHECK(*reaching() == "virtiofsd (pid 20): its working directory cannot be read");
+  }
+  CHECK_FALSE(read_file_server_reaching(tree.dir / "no-proc", area));
 }

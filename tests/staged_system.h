@@ -271,6 +271,11 @@ class StagedSystem : public System {
   }
   /// What nfs_exports() returns (nothing: no NFS server).
   std::optional<std::string> staged_nfs_exports;
+  /// What file_server_reaching() returns ("": none reaches the area).
+  std::optional<std::string> staged_file_server = std::string();
+  std::optional<std::string> file_server_reaching(const std::string& area) override {
+    return real_processes ? real_.file_server_reaching(area) : staged_file_server;
+  }
   std::optional<std::string> nfs_exports() override {
     return real_processes ? real_.nfs_exports() : staged_nfs_exports;
   }

@@ -52,8 +52,12 @@ struct HostFacts {
   /// then another machine's Apnea may hold its locks (PROTOCOL.md section 9: no other kernel
   /// reaches the area through this machine), a process apnea-locks cannot see.
   std::string exported_by{};
+  /// A file-server or sync process that reaches the area (System::file_server_reaching), ""
+  /// when none: another kernel (a VM, a remote client) may hold its locks.
+  std::string served_by{};
   /// The process table shows every process that may hold the area's locks: initial pid and
-  /// user namespaces, a complete table, and no NFS export of the area.
+  /// user namespaces, a complete table, no NFS export of the area and no file server
+  /// reaching it.
   bool sees_every_process() const;
   /// local fs && sees_every_process().
   bool can_be_certain() const;

@@ -289,6 +289,12 @@ class Host {
   /// The text of /proc/fs/nfsd/exports (what this kernel's NFS server exports); nothing when
   /// there is none (no NFS server running).
   virtual std::optional<std::string> nfs_exports() = 0;
+  /// A file-server or sync process (virtiofsd, qemu with a 9p share, runsc, sftp-server,
+  /// smbd, ksmbd, syncthing, mutagen, unison) whose working directory or an open descriptor
+  /// is at, above or inside `area` (a real path), or cannot be read: one phrase naming it
+  /// ("smbd (pid 812): working directory /"), "" when none; nothing when the process table
+  /// cannot be listed. Another kernel may reach the area through it (PROTOCOL.md section 9).
+  virtual std::optional<std::string> file_server_reaching(const std::string& area) = 0;
 };
 
 /// This process: its ids, environment, clock, randomness and terminal.

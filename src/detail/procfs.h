@@ -67,6 +67,13 @@ std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view r
 /// says so; nothing when it has no entry there.
 std::optional<std::string> read_runtime_sign(std::string_view root, std::int64_t pid);
 
+/// System::file_server_reaching, read from `<root>`: the first file-server or sync process
+/// whose working directory or an open descriptor is at, above or inside `area`, or cannot be
+/// read. A process is one by its command name (`comm`): virtiofsd, runsc, sftp-server, smbd,
+/// ksmbd, syncthing, mutagen, unison (each a prefix: `smbd-notifyd`, `mutagen-agent`), and
+/// qemu with a 9p share (`virtfs`, `fsdev` or `9p` in its command line).
+std::optional<std::string> read_file_server_reaching(std::string_view root, std::string_view area);
+
 std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
                                                                   std::uint32_t uid);
 

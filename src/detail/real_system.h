@@ -68,6 +68,7 @@ class RealSystem final : public System {
   std::optional<std::uint64_t> filesystem_magic(const std::string& path) override;
   std::optional<std::int64_t> birth_time_ns(const std::string& path) override;
   std::optional<std::string> nfs_exports() override;
+  std::optional<std::string> file_server_reaching(const std::string& area) override;
 
   // ThisProcess.
   std::int64_t now_ns() override;
