@@ -289,6 +289,7 @@ HostFacts gather(System& system, const std::string& area_directory,
   } else {
     host.filesystem = "unknown";
   }
+  host.area_device = area_dev;
   if (area_dev) {
     const auto dev = static_cast<dev_t>(*area_dev);
     host.idmapped = device_idmapped(mounts(), major(dev), minor(dev));
@@ -489,9 +490,14 @@ bool detail::another_account_by_uids(const ProcessInfo& process, const HostFacts
 }
 
 bool detail::another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid) {
-  // In another mount namespace an idmapped mount we cannot see may translate its uid.
-  return another_account_by_uids(process, host, area_uid) && process.mount_namespace &&
-         host.mount_namespace && *process.mount_namespace == *host.mount_namespace;
+  if (!another_account_by_uids(process, host, area_uid)) return false;
+  // In another mount namespace an idmapped mount we cannot see may translate its uid: ours,
+  // or its own mounts show none of the area's device (listed, and none idmapped).
+  if (process.mount_namespace)
+    return host.mount_namespace && *process.mount_namespace == *host.mount_namespace;
+  if (!process.mount_info || !host.area_device) return false;
+  const auto dev = static_cast<dev_t>(*host.area_device);
+  return !device_idmapped(*process.mount_info, major(dev), minor(dev));
 }
 
 bool detail::proof_is_certain(DeathProof proof) {

@@ -396,6 +396,7 @@ std::optional<ProcessInfo> read_process(std::string_view root, std::int64_t pid,
   if (auto nspid = status_field(status, "NSpid")) info.nspid = parse_ints(*nspid);
   struct stat mounts {};
   if (::fstatat(dir, "ns/mnt", &mounts, 0) == 0) info.mount_namespace = static_cast<std::uint64_t>(mounts.st_ino);
+  else info.mount_info = read_file_if_any_at(dir, "mountinfo");  // proof 4's other way
 
   info.command = read_small_file_at(dir, "cmdline");
   ::close(dir);

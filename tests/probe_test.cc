@@ -362,6 +362,34 @@ TEST_CASE("pid-other-uid needs all four uids, a non-root area and no idmapped mo
   HostFacts unknown_mounts = host;
   unknown_mounts.mount_namespace.reset();
   CHECK(judge(all, unknown_mounts).proof == ProofClass::evidence);
+
+  // Its namespace unreadable (another account's, to a user without privilege): its own
+  // mountinfo, which any account may read, decides. The area's device listed with no
+  // idmapped mount: certain. Idmapped, not listed, or cut short: evidence.
+  HostFacts on_sda1 = host;
+  on_sda1.area_device = makedev(8, 1);
+  const std::string root_mount = "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n";
+  const std::vector<std::pair<std::string, ProofClass>> views = {
+      {root_mount, ProofClass::certain},
+      {root_mount + "40 22 8:1 /tmp /mnt/t rw,idmapped - ext4 /dev/sda1 rw\n", ProofClass::evidence},
+      {"22 1 8:2 / / rw - ext4 /dev/sda2 rw\n", ProofClass::evidence},
+      {root_mount.substr(0, 20), ProofClass::evidence},
+  };
+  for (const auto& [mountinfo, expected] : views) {
+    CAPTURE(mountinfo);
+    ProcessFacts unreadable_ns = all;
+    unreadable_ns.info->mount_namespace.reset();
+    unreadable_ns.info->mount_info = mountinfo;
+    CHECK(judge(unreadable_ns, on_sda1).reason == DeathProof::pid_other_uid);
+    CHECK(judge(unreadable_ns, on_sda1).proof == expected);
+    CHECK(apnea_locks::detail::another_account(*unreadable_ns.info, on_sda1, area_uid) ==
+          (expected == ProofClass::certain));
+  }
+  // A readable namespace that differs is not overruled by a mountinfo.
+  ProcessFacts other_namespace = all;
+  other_namespace.info->mount_namespace = 4026532999;
+  other_namespace.info->mount_info = root_mount;
+  CHECK(judge(other_namespace, on_sda1).proof == ProofClass::evidence);
 }
 
 TEST_CASE("the host's preconditions: namespaces, process table, local filesystem") {

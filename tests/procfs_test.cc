@@ -123,6 +123,25 @@ TEST_CASE("a normal process: state, start time, ids, threads, NSpid and its comm
   CHECK(info->command == "node /usr/bin/apnea --flag");
 }
 
+TEST_CASE("its mount namespace, or when that cannot be read its mountinfo (proof 4)") {
+  ProcTree tree;
+  for (const std::int64_t pid : {50, 51}) {
+    tree.process(pid, stat_line(pid, "node", 'S', 4200), status_text("node", pid, "2000\t2000\t2000\t2000", std::to_string(pid)),
+                 "node\0"s);
+    tree.file(pid, "mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
+  }
+  std::filesystem::create_directories(tree.root + "/50/ns");
+  write_file(tree.root + "/50/ns/mnt", "");  // readable: its inode is the namespace
+  const auto readable = tree.read(50);
+  REQUIRE(readable);
+  CHECK(readable->mount_namespace.has_value());
+  CHECK_FALSE(readable->mount_info.has_value());
+  const auto unreadable = tree.read(51);  // no ns/mnt: its mountinfo is read instead
+  REQUIRE(unreadable);
+  CHECK_FALSE(unreadable->mount_namespace.has_value());
+  CHECK(unreadable->mount_info == "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
+}
+
 TEST_CASE("a command holding spaces and parentheses ends at the last ')'") {
   const std::string line = stat_line(77, "a) (b c) R 9", 'D', 31337, 0x40);
   auto parsed = parse_stat_line(line);

@@ -34,6 +34,7 @@ struct HostFacts {
   bool local_filesystem = false;        ///< statfs type in the allowlist of section 9
   bool idmapped = true;                 ///< a mount of the area's device is idmapped (true when unknown)
   std::optional<std::uint64_t> mount_namespace;  ///< /proc/self/ns/mnt's inode (proof 4)
+  std::optional<std::uint64_t> area_device;     ///< the area directory's st_dev (proof 4)
   std::int64_t boot_time_ns = 0;        ///< btime
   std::optional<std::int64_t> dev_birth_ns;  ///< birth time of /dev
   /// /proc/self/ns/time names another time namespace than the initial one (4026531834); a

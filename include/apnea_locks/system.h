@@ -102,8 +102,12 @@ struct ProcessInfo {
   /// PF_KTHREAD is set in its stat flags: a kernel thread, which no user program runs as.
   bool kernel_thread = false;
   /// The inode of /proc/<pid>/ns/mnt, its mount namespace; nothing when it cannot be read
-  /// (another account's process, without privilege). Proof 4 needs it to be ours.
+  /// (another account's process, without privilege). Proof 4 needs it to be ours, or
+  /// `mount_info` to show no idmapped mount of the area's device.
   std::optional<std::uint64_t> mount_namespace{};
+  /// The text of /proc/<pid>/mountinfo, read only when `mount_namespace` cannot be (any
+  /// account may read it): what this process's mounts are, for proof 4.
+  std::optional<std::string> mount_info{};
   /// Filled by paused_processes only: why it may be paused, its tracer (`TracerPid`), and
   /// for a frozen one the cgroup directory that said so.
   Pause pause = Pause::none;

@@ -71,7 +71,8 @@ bool exited(const ProcessInfo& process);
 
 /// Proof 4's test (PROTOCOL.md section 9): `process` runs as another account than the
 /// area's by all four uids, the area is not root's, no mount of its device is idmapped in our
-/// mountinfo, and it shares our mount namespace (both known).
+/// mountinfo, and it shares our mount namespace (both known) or, when its namespace cannot be
+/// read, its own mountinfo lists the area's device with no idmapped mount of it.
 bool another_account(const ProcessInfo& process, const HostFacts& host, std::uint32_t area_uid);
 
 /// Proof 4 without its mount-namespace part: what a carrier in another (or an unknown) mount
