@@ -21,12 +21,13 @@
 #include "detail/split.h"
 
 namespace apnea_locks::detail {
-namespace {
 
-/// Reads a small /proc (or cgroup) file whole, `path` relative to the directory `dir` (or a
-/// path of its own with AT_FDCWD), never through a symlink at its end nor blocking on a FIFO;
-/// nothing when it cannot be opened or read. At most about 1 MiB is read.
-std::optional<std::string> read_file_if_any_at(int dir, const char* path) {
+/// Reads a /proc (or cgroup) file, `path` relative to the directory `dir` (or a path of its
+/// own with AT_FDCWD), never through a symlink at its end nor blocking on a FIFO: nothing when
+/// it cannot be opened or read. Past `limit` bytes it stops: with `whole`, nothing (a file
+/// whose end was not seen, such as a mount table, would read as complete at a line's end),
+/// else what was read, about `limit` bytes.
+std::optional<std::string> read_limited_at(int dir, const char* path, std::size_t limit, bool whole) {
   const int fd = ::openat(dir, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
   std::string out;
@@ -39,10 +40,21 @@ std::optional<std::string> read_file_if_any_at(int dir, const char* path) {
     }
     if (n == 0) break;
     out.append(buffer, static_cast<std::size_t>(n));
-    if (out.size() > (1u << 20)) break;
+    if (out.size() > limit) {
+      ::close(fd);
+      if (whole) return std::nullopt;
+      return out;
+    }
   }
   ::close(fd);
   return out;
+}
+
+namespace {
+
+/// Reads a small /proc (or cgroup) file (read_limited_at): at most about 1 MiB of it.
+std::optional<std::string> read_file_if_any_at(int dir, const char* path) {
+  return read_limited_at(dir, path, std::size_t{1} << 20, false);
 }
 
 /// read_file_if_any_at, empty on any failure.
@@ -396,7 +408,7 @@ std::optional<ProcessInfo> read_process(std::string_view root, std::int64_t pid,
   if (auto nspid = status_field(status, "NSpid")) info.nspid = parse_ints(*nspid);
   struct stat mounts {};
   if (::fstatat(dir, "ns/mnt", &mounts, 0) == 0) info.mount_namespace = static_cast<std::uint64_t>(mounts.st_ino);
-  else info.mount_info = read_file_if_any_at(dir, "mountinfo");  // proof 4's other way
+  else info.mount_info = read_limited_at(dir, "mountinfo", std::size_t{64} << 20, true);  // proof 4's other way
 
   info.command = read_small_file_at(dir, "cmdline");
   ::close(dir);

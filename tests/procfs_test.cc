@@ -3,6 +3,7 @@
 #include "detail/procfs.h"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -140,6 +141,21 @@ TEST_CASE("its mount namespace, or when that cannot be read its mountinfo (proof
   REQUIRE(unreadable);
   CHECK_FALSE(unreadable->mount_namespace.has_value());
   CHECK(unreadable->mount_info == "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
+}
+
+TEST_CASE("a file read whole or not at all: a mount table cut at a line's end would read as complete") {
+  TempDir dir;
+  const std::string path = dir / "mountinfo";
+  const std::string text = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(8000, 'x') + "\n";
+  write_file(path, text);
+  CHECK(read_limited_at(AT_FDCWD, path.c_str(), text.size(), true) == text);
+  CHECK_FALSE(read_limited_at(AT_FDCWD, path.c_str(), text.size() - 1, true));
+  const auto partial = read_limited_at(AT_FDCWD, path.c_str(), 100, false);  // what a small file reader keeps
+  REQUIRE(partial);
+  CHECK(partial->size() > 100);
+  CHECK(partial->size() < text.size());
+  CHECK(text.starts_with(*partial));
+  CHECK_FALSE(read_limited_at(AT_FDCWD, (dir / "none").c_str(), 100, true));
 }
 
 TEST_CASE("a command holding spaces and parentheses ends at the last ')'") {

@@ -65,6 +65,12 @@ std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view r
 /// area of uid `uid`, with why. Nothing when `<root>` cannot be listed.
 /// System::runtime_sign, read from `<root>/<pid>`: why it may run Apnea, "" when nothing
 /// says so; nothing when it has no entry there.
+/// Reads a /proc (or cgroup) file, `path` relative to the directory `dir` (or a path of its
+/// own with AT_FDCWD), never through a symlink at its end nor blocking on a FIFO; nothing when
+/// it cannot be opened or read. Past `limit` bytes it stops: with `whole`, nothing, else what
+/// was read.
+std::optional<std::string> read_limited_at(int dir, const char* path, std::size_t limit, bool whole);
+
 std::optional<std::string> read_runtime_sign(std::string_view root, std::int64_t pid);
 
 /// System::file_server_reaching, read from `<root>`: the first file-server or sync process
