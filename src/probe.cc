@@ -296,7 +296,7 @@ HostFacts gather(System& system, const std::string& area_directory,
   }
   host.boot_time_ns = system.boot_time_ns();
   host.dev_birth_ns = system.birth_time_ns("/dev");
-  // Exports and the files servers keep open name real paths: compare with the area's (as
+  // Exports and the descriptors file servers keep open name real paths: compare with the area's (as
   // typed when it cannot be resolved).
   const SysResult<std::string> real = system.realpath(area_directory);
   const std::string& area_path = real ? *real : area_directory;

@@ -511,6 +511,21 @@ TEST_CASE("mountinfo: idmapped mounts of a device, and /proc's options") {
   CHECK(proc_options_hide_processes(""));  // unknown
 }
 
+namespace {
+
+/// Another kernel may reach the area (`why` says how): nothing is certain, and a dead pid is
+/// evidence only, under --force's visibility trust.
+void check_nothing_certain(const HostFacts& reached, std::string_view why) {
+  CHECK_FALSE(reached.can_be_certain());
+  CHECK(reached.why_not_certain().find(why) != std::string::npos);
+  const DeathJudgement dead = judge(dead_process(100), reached);
+  CHECK(dead.reason == DeathProof::pid_dead);
+  CHECK(dead.proof == ProofClass::evidence);
+  CHECK(dead.uses_visibility);
+}
+
+}  // namespace
+
 TEST_CASE("an NFS export of the area: another machine's Apnea may hold its locks, so nothing is certain") {
   const std::string exports =
       "# Version 1.1\n# Path Client(Flags) # IPs\n/srv/nfs\t*(rw,root_squash)\n"
@@ -523,15 +538,9 @@ TEST_CASE("an NFS export of the area: another machine's Apnea may hold its locks
   CHECK(apnea_locks::detail::export_covering("/\t*(ro)\n", "/tmp/apnea-0") == "/");
   CHECK(apnea_locks::detail::export_covering("", "/tmp").empty());
 
-  // A dead pid is evidence only, under --force's visibility trust.
   HostFacts exported = host;
   exported.exported_by = "/tmp";
-  CHECK_FALSE(exported.can_be_certain());
-  CHECK(exported.why_not_certain().find("exported over NFS (/tmp") != std::string::npos);
-  const DeathJudgement dead = judge(dead_process(100), exported);
-  CHECK(dead.reason == DeathProof::pid_dead);
-  CHECK(dead.proof == ProofClass::evidence);
-  CHECK(dead.uses_visibility);
+  check_nothing_certain(exported, "exported over NFS (/tmp");
 
   // gather_host reads the exports, against the area's real path.
   apnea_locks::testing::StagedSystem system;
@@ -548,13 +557,7 @@ TEST_CASE("a file-server or sync process reaching the area makes every proof evi
   HostFacts served = host;
   served.served_by = "smbd (pid 812): working directory /";
   CHECK_FALSE(served.sees_every_process());
-  CHECK_FALSE(served.can_be_certain());
-  CHECK(served.why_not_certain().find("a file server or sync process reaches the lock area (smbd (pid 812)") !=
-        std::string::npos);
-  const DeathJudgement dead = judge(dead_process(100), served);
-  CHECK(dead.reason == DeathProof::pid_dead);
-  CHECK(dead.proof == ProofClass::evidence);
-  CHECK(dead.uses_visibility);
+  check_nothing_certain(served, "a file server or sync process reaches the lock area (smbd (pid 812)");
 
   // gather_host asks with the area's real path; a table that cannot be listed counts.
   apnea_locks::testing::StagedSystem system;

@@ -61,16 +61,14 @@ std::vector<ProcessInfo> read_namespace_view(std::string_view root, std::int64_t
 std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view root,
                                                               std::int64_t boot_time_ns);
 
-/// System::runtime_processes, read from `<root>`: every process that may run Apnea for an
-/// area of uid `uid`, with why. Nothing when `<root>` cannot be listed.
-/// System::runtime_sign, read from `<root>/<pid>`: why it may run Apnea, "" when nothing
-/// says so; nothing when it has no entry there.
 /// Reads a /proc (or cgroup) file, `path` relative to the directory `dir` (or a path of its
 /// own with AT_FDCWD), never through a symlink at its end nor blocking on a FIFO; nothing when
 /// it cannot be opened or read. Past `limit` bytes it stops: with `whole`, nothing, else what
 /// was read.
 std::optional<std::string> read_limited_at(int dir, const char* path, std::size_t limit, bool whole);
 
+/// System::runtime_sign, read from `<root>/<pid>`: why it may run Apnea, "" when nothing
+/// says so; nothing when it has no entry there.
 std::optional<std::string> read_runtime_sign(std::string_view root, std::int64_t pid);
 
 /// System::file_server_reaching, read from `<root>`: the first file-server or sync process
@@ -80,6 +78,8 @@ std::optional<std::string> read_runtime_sign(std::string_view root, std::int64_t
 /// qemu with a 9p share (`virtfs`, `fsdev` or `9p` in its command line).
 std::optional<std::string> read_file_server_reaching(std::string_view root, std::string_view area);
 
+/// System::runtime_processes, read from `<root>`: every process that may run Apnea for an
+/// area of uid `uid`, with why. Nothing when `<root>` cannot be listed.
 std::optional<std::vector<RuntimeProcess>> read_runtime_processes(std::string_view root,
                                                                   std::uint32_t uid);
 
