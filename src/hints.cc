@@ -25,8 +25,7 @@ LockHint hint_from(const LocatedLock& lock, const EntryFacts& facts, const Verdi
   hint.reason = verdict.reason;
   if (facts.owner && facts.owner->owner) hint.pid = facts.owner->owner->pid;
   hint.needs_attention = verdict.needs_attention;
-  hint.fix_argv = verdict.fix_argv;
-  hint.fix = verdict.fix;
+  hint.fix = decision.fix;
   hint.why = decision.why;
   hint.next_step = decision.next_step;
   return hint;

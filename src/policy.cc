@@ -36,14 +36,14 @@ constexpr std::string_view trust_malformed = "a malformed owner record names its
 constexpr std::string_view trust_ownerless = "an ownerless entry older than --guard-age is abandoned";
 constexpr std::string_view trust_runtime = "Apnea runs only in a recognised runtime (Node, Bun, Deno, Electron)";
 
-Decision keep(std::string why) { return Decision{PlanAction::keep, RemovalKind::none, std::move(why), {}, {}}; }
+Decision keep(std::string why) { return Decision{PlanAction::keep, RemovalKind::none, std::move(why), {}, {}, {}}; }
 
 Decision refuse(std::string why, std::string next_step) {
-  return Decision{PlanAction::refuse, RemovalKind::none, std::move(why), std::move(next_step), {}};
+  return Decision{PlanAction::refuse, RemovalKind::none, std::move(why), std::move(next_step), {}, {}};
 }
 
 Decision remove(RemovalKind kind, std::string why, std::vector<std::string> trusts = {}) {
-  return Decision{PlanAction::remove, kind, std::move(why), {}, std::move(trusts)};
+  return Decision{PlanAction::remove, kind, std::move(why), {}, std::move(trusts), {}};
 }
 
 std::string seconds_text(std::int64_t ns) { return fmt::format("{}s", ns / 1'000'000'000); }
@@ -522,17 +522,16 @@ std::vector<std::string> detail::reclaim_argv(const EntryFacts& facts, const Ent
   return argv;
 }
 
-std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdict,
-                                  const EntryLabel* label, const RemovalFlags& flags,
-                                  const Decision& decided, std::int64_t now_ns,
-                                  const FixContext& context) {
+Fix fix_command(const EntryFacts& facts, const Verdict& verdict, const EntryLabel* label,
+                const RemovalFlags& flags, const Decision& decided, std::int64_t now_ns,
+                const FixContext& context) {
   const auto removes = [&](bool force) {
     if (force == flags.force) return decided.action == PlanAction::remove;
     return decide(facts, verdict, RemovalFlags{force, flags.guard_age_ns}, now_ns).action ==
            PlanAction::remove;
   };
-  if (removes(false)) return detail::reclaim_argv(facts, label, false, context);
-  if (removes(true)) return detail::reclaim_argv(facts, label, true, context);
+  if (removes(false)) return Fix{detail::reclaim_argv(facts, label, false, context), false};
+  if (removes(true)) return Fix{detail::reclaim_argv(facts, label, true, context), true};
   return {};
 }
 

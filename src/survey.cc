@@ -48,9 +48,7 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
   Verdict verdict = classify(facts, settings.judge, label);
   const std::int64_t now = settings.judge.now_ns;
   Decision decision = decide(facts, verdict, settings.flags, now);
-  verdict.fix_argv = fix_argv(facts, verdict, label, settings.flags, decision, now, settings.fix);
-  verdict.fix = shell_command(verdict.fix_argv);
-  verdict.force_required = verdict.fix_argv.size() > 2 && verdict.fix_argv[2] == "--force";
+  decision.fix = fix_command(facts, verdict, label, settings.flags, decision, now, settings.fix);
   return {std::move(verdict), std::move(decision)};
 }
 

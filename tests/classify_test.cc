@@ -19,16 +19,22 @@ using apnea_locks::testing::bash_words;
 
 namespace {
 
+/// A verdict with the policy's fix for it.
+struct Judged : Verdict {
+  Fix fix;
+};
+
 /// classify, then the policy's fix (judge_entry), as every command judges an entry.
-Verdict judged(const EntryFacts& facts, ClassifyPolicy policy, const EntryLabel* label,
-               std::optional<std::string> lock_dir = std::nullopt) {
+Judged judged(const EntryFacts& facts, ClassifyPolicy policy, const EntryLabel* label,
+              std::optional<std::string> lock_dir = std::nullopt) {
   SurveySettings settings;
   if (!policy.paused) policy.paused = std::vector<ProcessInfo>{};
   if (!policy.runtimes) policy.runtimes = std::vector<ProcessInfo>{};  // read: none runs
   settings.judge = policy;
   settings.flags.guard_age_ns = policy.guard_threshold_ns;
   settings.fix.lock_dir = std::move(lock_dir);
-  return judge_entry(facts, settings, label).first;
+  auto [verdict, decision] = judge_entry(facts, settings, label);
+  return Judged{std::move(verdict), std::move(decision.fix)};
 }
 
 
@@ -249,7 +255,7 @@ std::vector<Case> other_cases() {
 
 void check_case(const Case& c) {
   CAPTURE(c.title);
-  const Verdict v = judged(c.facts, policy(), nullptr);
+  const Judged v = judged(c.facts, policy(), nullptr);
   CHECK(v.role == c.facts.parsed.role);
   CHECK(state_name(v.state) == state_name(c.state));
   CHECK(v.apnea_verdict.has_value() == c.apnea.has_value());
@@ -258,14 +264,14 @@ void check_case(const Case& c) {
   CHECK(v.certain() == c.certain);
   CHECK(v.apnea_self_heals == c.self_heals);
   CHECK(v.needs_attention == c.attention);
-  CHECK(v.force_required == c.force);
+  CHECK(v.fix.forced == c.force);
   // A fix is offered exactly for what reclaim can act on: dead, malformed, debris, guards.
   const bool actionable = v.state == EntryState::stale || v.state == EntryState::malformed ||
                           v.state == EntryState::debris || v.state == EntryState::leftover;
   CHECK(v.fix.empty() == !actionable);
   if (!v.fix.empty()) {
-    CHECK(v.fix.starts_with("apnea-locks reclaim "));
-    CHECK((v.fix.find(" --force ") != std::string::npos) == c.force);
+    CHECK(v.fix.command.starts_with("apnea-locks reclaim "));
+    CHECK((v.fix.command.find(" --force ") != std::string::npos) == c.force);
   }
 }
 
@@ -297,22 +303,22 @@ TEST_CASE("the fix command names the repository or home when known, else the pat
   EntryFacts stale_repo = facts_for(EntryRole::lock, accepted(100, now - 10 * s, 10 * s),
                                     process(100, ESRCH, std::nullopt));
   EntryLabel repo{LockKind::repository, "/home/ann/my repo"};
-  CHECK(judged(stale_repo, policy(), &repo).fix == "apnea-locks reclaim --repo '/home/ann/my repo'");
-  CHECK(judged(stale_repo, policy(), nullptr).fix == "apnea-locks reclaim " + stale_repo.path);
+  CHECK(judged(stale_repo, policy(), &repo).fix.command == "apnea-locks reclaim --repo '/home/ann/my repo'");
+  CHECK(judged(stale_repo, policy(), nullptr).fix.command == "apnea-locks reclaim " + stale_repo.path);
 
   EntryFacts stale_global = facts_for(EntryRole::lock, accepted(100, now - 10 * s, 10 * s),
                                       process(100, ESRCH, std::nullopt), std::nullopt,
                                       LockKind::global_setup);
   EntryLabel home{LockKind::global_setup, "/home/ann"};
-  CHECK(judged(stale_global, policy(), &home).fix == "apnea-locks reclaim --home /home/ann");
+  CHECK(judged(stale_global, policy(), &home).fix.command == "apnea-locks reclaim --home /home/ann");
 
   EntryFacts malformed = facts_for(EntryRole::lock, rejected(OwnerCheck::json_syntax, 600 * s), std::nullopt);
-  CHECK(judged(malformed, policy(), &repo, "/var/tmp/locks").fix ==
+  CHECK(judged(malformed, policy(), &repo, "/var/tmp/locks").fix.command ==
         "apnea-locks reclaim --force --lock-dir /var/tmp/locks --repo '/home/ann/my repo'");
 
   // Debris and guards are named by their own path, even when the repository is known.
   EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 600 * s);
-  CHECK(judged(guard, policy(), &repo).fix == "apnea-locks reclaim --force " + guard.path);
+  CHECK(judged(guard, policy(), &repo).fix.command == "apnea-locks reclaim --force " + guard.path);
   EntryFacts live = facts_for(EntryRole::lock, accepted(100, now - 100 * s, 600 * s), alive(100));
   CHECK(judged(live, policy(), &repo).fix.empty());
 }
@@ -323,17 +329,17 @@ TEST_CASE("a reclaim guard changes a stale lock's verdict") {
   REQUIRE(judged(lock, policy(), nullptr).apnea_self_heals);
 
   lock.guard = dir_stat(600 * s);  // left behind by a crashed reclaimer: blocks Apnea
-  Verdict blocked = judged(lock, policy(), nullptr);
+  Judged blocked = judged(lock, policy(), nullptr);
   CHECK(blocked.guard == GuardState::leftover);
   CHECK_FALSE(blocked.apnea_self_heals);
   CHECK(blocked.needs_attention);
-  CHECK(blocked.force_required);
+  CHECK(blocked.fix.forced);
 
   // A guard a second old: a reclamation may be running, but one that crashed a second ago
   // looks the same, and either way Apnea is refused ("reclamation is guarded") while it is
   // there: never OK.
   lock.guard = dir_stat(1 * s);
-  Verdict reclaiming = judged(lock, policy(), nullptr);
+  Judged reclaiming = judged(lock, policy(), nullptr);
   CHECK(reclaiming.guard == GuardState::in_flight);
   CHECK_FALSE(reclaiming.apnea_self_heals);
   CHECK(reclaiming.needs_attention);

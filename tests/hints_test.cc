@@ -98,7 +98,7 @@ TEST_CASE("a dead global setup lock needs attention with the policy's one fix; l
     const GlobalSetupHint hint = global_setup_hint(system, area, *lock, settings);
     CHECK_FALSE(hint.present);
     CHECK_FALSE(hint.needs_attention);
-    CHECK(hint.fix_argv.empty());
+    CHECK(hint.fix.argv.empty());
   }
   SUBCASE("dead") {
     make_entry(area, lock->name, owner_json(staged_dead));
@@ -108,8 +108,7 @@ TEST_CASE("a dead global setup lock needs attention with the policy's one fix; l
     CHECK(hint.reason == "pid-dead");
     CHECK(hint.pid == doctest::Approx(staged_dead));
     CHECK(hint.needs_attention);
-    CHECK(hint.fix_argv == std::vector<std::string>{"apnea-locks", "reclaim", "--home", lock->root});
-    CHECK(hint.fix == shell_command(hint.fix_argv));
+    CHECK(hint.fix.argv == std::vector<std::string>{"apnea-locks", "reclaim", "--home", lock->root});
   }
   SUBCASE("live") {
     stage_live(system, staged_live);
@@ -118,7 +117,7 @@ TEST_CASE("a dead global setup lock needs attention with the policy's one fix; l
     CHECK(hint.present);
     CHECK(hint.state == EntryState::live);
     CHECK_FALSE(hint.needs_attention);
-    CHECK(hint.fix_argv.empty());
+    CHECK(hint.fix.argv.empty());
   }
   SUBCASE("from an entry a survey judged") {
     make_entry(area, lock->name, owner_json(staged_dead));
@@ -131,7 +130,7 @@ TEST_CASE("a dead global setup lock needs attention with the policy's one fix; l
     }));
     REQUIRE(hints.size() == 1);
     CHECK(hints[0].needs_attention);
-    CHECK(hints[0].fix_argv == std::vector<std::string>{"apnea-locks", "reclaim", "--home", lock->root});
+    CHECK(hints[0].fix.argv == std::vector<std::string>{"apnea-locks", "reclaim", "--home", lock->root});
   }
 }
 
@@ -150,6 +149,6 @@ TEST_CASE("from a subdirectory, the enclosing repository's lock is judged with i
   CHECK(hint.present);
   CHECK(hint.state == EntryState::stale);
   CHECK(hint.needs_attention);  // inside Apnea's grace: Apnea refuses it
-  CHECK(hint.fix_argv == std::vector<std::string>{"apnea-locks", "reclaim", "--repo", lock->root});
+  CHECK(hint.fix.argv == std::vector<std::string>{"apnea-locks", "reclaim", "--repo", lock->root});
   CHECK(hint.why.find("pid-dead") != std::string::npos);
 }

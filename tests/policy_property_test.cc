@@ -647,9 +647,9 @@ CaseReport run_case(std::uint64_t case_seed) {
                 (plain_removes ? plain_decision.why : forced_decision.why));
     }
 
-    // 3. One fix: status's fix command (fix_argv, which judge_entry fills whatever the flags).
-    const std::vector<std::string>& fix = plain_verdict.fix_argv;
-    if (fix != j.verdict.fix_argv || fix != forced_verdict.fix_argv)
+    // 3. One fix: status's fix command (fix_command, which judge_entry fills whatever the flags).
+    const std::vector<std::string>& fix = plain_decision.fix.argv;
+    if (fix != j.decision.fix.argv || fix != forced_decision.fix.argv)
       problem("[3 one-fix] " + who + ": the fix command depends on the flags it is judged under");
     if (fix.empty()) {
       if (plain_removes || forced_removes)

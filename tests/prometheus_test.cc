@@ -154,7 +154,8 @@ TEST_CASE("AreaSummary counts locks, debris, guards and the oldest lock age") {
     verdict.state = state;
     verdict.age_ns = age_ns;
     verdict.needs_attention = attention;
-    summary.add(EntryView{facts, verdict, nullptr});
+    const Decision decision;
+    summary.add(EntryView{facts, verdict, decision, nullptr});
   };
   AreaSummary s;
   add(s, EntryRole::lock, EntryState::live, 5);

@@ -141,8 +141,8 @@ TEST_CASE("decide: section 10's table; nothing naming a pid not proven dead, und
     if (plain.action == A::refuse) CHECK_FALSE(plain.next_step.empty());
     if (forced.action == A::remove && plain.action != A::remove) CHECK_FALSE(forced.trusts.empty());
     // The fix command is the one reclaim that would act.
-    const auto fix = fix_argv(facts, verdict, nullptr, RemovalFlags{false, 5 * minute}, plain, now,
-                              FixContext{});
+    const auto fix = fix_command(facts, verdict, nullptr, RemovalFlags{false, 5 * minute}, plain, now,
+                                 FixContext{}).argv;
     if (c.without_force == A::remove) CHECK(fix == std::vector<std::string>{"apnea-locks", "reclaim", "/area/x"});
     else if (c.with_force == A::remove)
       CHECK(fix == std::vector<std::string>{"apnea-locks", "reclaim", "--force", "/area/x"});

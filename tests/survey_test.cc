@@ -247,7 +247,7 @@ TEST_CASE("a record truncated inside a pid names every pid those digits begin: n
     const auto& [verdict, decision] = seen.front();
     CHECK(verdict.truncated_pid == std::optional<std::string>("2050"));
     CHECK(decision.action == PlanAction::refuse);
-    CHECK(verdict.fix_argv.empty());
+    CHECK(decision.fix.empty());
   }
 }
 
@@ -258,7 +258,7 @@ std::string report_of(const JudgedEntry& e) {
   return e.facts.name + " | " + std::string(state_name(e.verdict.state)) + " | " + e.verdict.reason +
          " | guard " + (e.facts.guard ? "yes" : "no") + " | " +
          std::to_string(static_cast<int>(e.decision.action)) + " | " + e.decision.why + " | " +
-         e.verdict.fix;
+         e.decision.fix.command;
 }
 
 /// A real area of `n` entries of every kind: live, dead and malformed locks, candidates,

@@ -105,7 +105,6 @@ struct Verdict {
   bool certain() const { return proof_class == ProofClass::certain; }
   bool apnea_self_heals = false;   ///< Apnea reclaims it on its next contended run
   bool needs_attention = false;    ///< a human (or `reclaim`) must act
-  bool force_required = false;     ///< only `reclaim --force` would remove it
   GuardState guard = GuardState::none;  ///< locks only
   std::optional<std::int64_t> age_ns;   ///< now minus the entry's mtime, at least 0
   /// The judgement over every pid the record names (the weakest one's): blocker, trusts.
@@ -143,13 +142,10 @@ struct Verdict {
   std::vector<ProcessInfo> possible_owners;
   /// Possible owners the operator's word set aside (--not-owner), for the trust it prints.
   std::vector<ProcessInfo> operator_cleared;
-  std::vector<std::string> fix_argv;  ///< the one fix command (policy.h); empty when none
-  std::string fix;                 ///< fix_argv as a shell command line; empty when none
 };
 
 /// Judges `facts` under `policy`; `label` (may be null) names the entry's repository or
-/// home. The fix fields are left empty: judge_entry (survey.h) fills them from the policy.
-/// Pure.
+/// home. Pure. What to do with it is the policy's (decide, fix_command: policy.h).
 Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel* label);
 
 /// Quotes `word` for a POSIX shell when it needs quoting (else returns it unchanged): in

@@ -36,8 +36,7 @@ struct LockHint {
   /// The policy's verdict: a human (or reclaim) must act. A dead global setup lock blocks
   /// every Apnea run and Apnea never reclaims it.
   bool needs_attention = false;
-  std::vector<std::string> fix_argv;  ///< the one fix command (policy.h); empty when none
-  std::string fix;                    ///< fix_argv as a shell command line
+  Fix fix;                ///< the one fix command (policy.h)
   std::string why;        ///< the decision's why under the survey's flags (policy.h)
   std::string next_step;  ///< the decision's next step, for a refusal
 };

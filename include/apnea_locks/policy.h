@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "apnea_locks/classify.h"
@@ -39,6 +40,20 @@ struct RemovalFlags {
   std::int64_t guard_age_ns = default_guard_age_ns;
 };
 
+/// The one fix command: the `apnea-locks reclaim` that would remove an entry, with
+/// `--force` only when nothing less would (fix_command).
+struct Fix {
+  Fix() = default;
+  Fix(std::vector<std::string> argv, bool forced)
+      : argv(std::move(argv)), forced(forced), command(shell_command(this->argv)) {}
+
+  std::vector<std::string> argv;  ///< empty when no flag would remove the entry
+  bool forced = false;            ///< only `reclaim --force` would remove it
+  std::string command;            ///< argv as a shell command line; "" when there is none
+
+  bool empty() const { return argv.empty(); }
+};
+
 /// The decision on one entry.
 struct Decision {
   PlanAction action = PlanAction::keep;
@@ -51,6 +66,8 @@ struct Decision {
   /// For a removal only --force allows: what it trusts ("the wall clock", "no hidden
   /// process shares this temp directory", "an ownerless entry older than --guard-age").
   std::vector<std::string> trusts;
+  /// The one fix command, whatever the flags decided under (judge_entry fills it).
+  Fix fix;
 };
 
 /// Decides what `reclaim` with `flags` does with the entry judged `verdict` at `now_ns`.
@@ -66,12 +83,11 @@ struct FixContext {
   std::optional<std::string> tolerance;    ///< --tolerance as given, when not the default
 };
 
-/// The one fix command: the argv of the `apnea-locks reclaim` that would remove the entry
-/// (with `--force` only when nothing less would), or empty when no flag would. `decided` is
+/// The one fix command: the `apnea-locks reclaim` that would remove the entry (with
+/// `--force` only when nothing less would), or none when no flag would. `decided` is
 /// decide() of the entry under `flags` (the other flag set is decided here). Pure.
-std::vector<std::string> fix_argv(const EntryFacts& facts, const Verdict& verdict,
-                                  const EntryLabel* label, const RemovalFlags& flags,
-                                  const Decision& decided, std::int64_t now_ns,
-                                  const FixContext& context);
+Fix fix_command(const EntryFacts& facts, const Verdict& verdict, const EntryLabel* label,
+                const RemovalFlags& flags, const Decision& decided, std::int64_t now_ns,
+                const FixContext& context);
 
 }  // namespace apnea_locks

@@ -69,8 +69,8 @@ SurveySettings survey_settings(System& system, const std::string& directory,
 /// `settings` with the host facts of `directory` read, if they were still pending.
 SurveySettings with_host(System& system, const std::string& directory, SurveySettings settings);
 
-/// Judges and decides one entry (classify, then decide, then the one fix): the verdict with
-/// its `fix` filled, and the decision under `settings.flags`. Pure: the paused processes are
+/// Judges and decides one entry (classify, then decide, then the one fix): the verdict, and
+/// the decision under `settings.flags` with its `fix` filled. Pure: the paused processes are
 /// those `settings` holds (EntryJudge reads them when an entry needs them).
 std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySettings& settings,
                                          const EntryLabel* label);

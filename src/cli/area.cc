@@ -259,7 +259,7 @@ SysResult<std::size_t> judge_area(System& system, const std::string& area,
                                   const std::set<std::string>& expected_locks,
                                   const std::function<void(const EntryView&)>& visit) {
   return survey_area(system, area, settings, labels, expected_locks, [&](const JudgedEntry& entry) {
-    visit(EntryView{entry.facts, entry.verdict, entry.label, &entry.decision});
+    visit(EntryView{entry.facts, entry.verdict, entry.decision, entry.label});
   });
 }
 
@@ -270,7 +270,7 @@ void judge_absent_locks(System& system, const std::string& area, const SurveySet
   EntryJudge judge(system, area, given);
   for (const std::string& name : names) {
     const Judgement judged = judge.absent(name, labels.find(parse_entry_name(name).lock_name()));
-    visit(EntryView{judged.facts, judged.verdict, judged.label, &judged.decision});
+    visit(EntryView{judged.facts, judged.verdict, judged.decision, judged.label});
   }
 }
 

@@ -401,10 +401,10 @@ Pass judge_pass(System& system, const LockArea& area, const CheckOptions& o, con
         if (o.verbosity >= 2) findings.fine.push_back("ok: " + line);
         return;
       }
-      if (!verdict.fix.empty()) {
-        line += ": fix: " + printable(verdict.fix);
-      } else if (o.verbosity >= 1 && entry.decision != nullptr && !entry.decision->next_step.empty()) {
-        line += ": " + entry.decision->why + "; next step: " + entry.decision->next_step;
+      if (!entry.decision.fix.empty()) {
+        line += ": fix: " + printable(entry.decision.fix.command);
+      } else if (o.verbosity >= 1 && !entry.decision.next_step.empty()) {
+        line += ": " + entry.decision.why + "; next step: " + entry.decision.next_step;
       }
       const bool critical_entry = too_old_crit || guard_blocks || verdict.state == EntryState::malformed ||
                                   verdict.state == EntryState::live_malformed ||

@@ -47,7 +47,9 @@ Value command_value(const EntryView& e) {
   return info != nullptr ? Value(info->command) : std::nullopt;
 }
 Value label_value(const EntryView& e) { return e.label != nullptr ? Value(e.label->path) : std::nullopt; }
-Value fix_value(const EntryView& e) { return !e.verdict.fix.empty() ? Value(e.verdict.fix) : std::nullopt; }
+Value fix_value(const EntryView& e) {
+  return !e.decision.fix.empty() ? Value(e.decision.fix.command) : std::nullopt;
+}
 Value guard_value(const EntryView& e) {
   return e.verdict.role == EntryRole::lock ? Value(guard_state_name(e.verdict.guard)) : std::nullopt;
 }
@@ -55,11 +57,11 @@ Value proof_name_value(const EntryView& e) {
   return e.verdict.proof != DeathProof::none ? Value(proof_name(e.verdict.proof)) : std::nullopt;
 }
 Value decision_value(const EntryView& e) {
-  return e.decision != nullptr ? Value(plan_action_name(e.decision->action)) : std::nullopt;
+  return Value(plan_action_name(e.decision.action));
 }
-Value why_value(const EntryView& e) { return e.decision != nullptr ? Value(e.decision->why) : std::nullopt; }
+Value why_value(const EntryView& e) { return Value(e.decision.why); }
 Value next_step_value(const EntryView& e) {
-  return e.decision != nullptr && !e.decision->next_step.empty() ? Value(e.decision->next_step) : std::nullopt;
+  return !e.decision.next_step.empty() ? Value(e.decision.next_step) : std::nullopt;
 }
 Value suffix_value(const EntryView& e) {
   return !e.facts.parsed.suffix.empty() ? Value(e.facts.parsed.suffix) : std::nullopt;
@@ -125,7 +127,7 @@ std::string proof_name_text(const EntryView& e) { return text_of(proof_name_valu
 std::string decision_text(const EntryView& e) { return text_of(decision_value(e)); }
 std::string why_text(const EntryView& e) { return text_of(why_value(e)); }
 std::string next_step_text(const EntryView& e) { return text_of(next_step_value(e)); }
-std::string force_text(const EntryView& e) { return yes_no(e.verdict.force_required); }
+std::string force_text(const EntryView& e) { return yes_no(e.decision.fix.forced); }
 std::string clock_void_text(const EntryView& e) { return yes_no(e.verdict.death.clock_void); }
 std::string lock_name_text(const EntryView& e) { return known(e) ? e.facts.parsed.lock_name() : ""; }
 std::string suffix_text(const EntryView& e) { return text_of(suffix_value(e)); }
@@ -159,7 +161,7 @@ void label_json(JsonWriter& j, const EntryView& e) { member(j, "label", label_va
 void fix_json(JsonWriter& j, const EntryView& e) {
   member(j, "fix", fix_value(e));
   j.key("fix_argv");
-  write_argv(j, e.verdict.fix_argv);
+  write_argv(j, e.decision.fix.argv);
 }
 void written_json(JsonWriter& j, const EntryView& e) { member(j, "written", written_time(e)); }
 void name_json(JsonWriter& j, const EntryView& e) { j.member_string("name", e.facts.name); }
@@ -173,7 +175,7 @@ void proof_name_json(JsonWriter& j, const EntryView& e) { member(j, "proof_name"
 void decision_json(JsonWriter& j, const EntryView& e) { member(j, "decision", decision_value(e)); }
 void why_json(JsonWriter& j, const EntryView& e) { member(j, "decision_why", why_value(e)); }
 void next_step_json(JsonWriter& j, const EntryView& e) { member(j, "next_step", next_step_value(e)); }
-void force_json(JsonWriter& j, const EntryView& e) { j.member_boolean("force_required", e.verdict.force_required); }
+void force_json(JsonWriter& j, const EntryView& e) { j.member_boolean("force_required", e.decision.fix.forced); }
 void clock_void_json(JsonWriter& j, const EntryView& e) { j.member_boolean("clock_void", e.verdict.death.clock_void); }
 void lock_name_json(JsonWriter& j, const EntryView& e) {
   std::string scratch;

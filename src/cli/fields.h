@@ -23,8 +23,8 @@ namespace apnea_locks::cli {
 struct EntryView {
   const EntryFacts& facts;
   const Verdict& verdict;
+  const Decision& decision;
   const EntryLabel* label;
-  const Decision* decision = nullptr;
   /// The account whose area holds the entry (status --all-users); null otherwise.
   const std::string* user = nullptr;
 };

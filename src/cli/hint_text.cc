@@ -19,8 +19,8 @@ Hint lock_hint_text(std::string kind, const LockHint& judged, std::string messag
   hint.root = judged.lock.root;
   hint.state = state_name(judged.state);
   hint.reason = judged.reason;
-  hint.fix_argv = judged.fix_argv;
-  hint.fix = judged.fix;
+  hint.fix_argv = judged.fix.argv;
+  hint.fix = judged.fix.command;
   if (hint.fix.empty()) hint.next_step = judged.next_step;
   return hint;
 }
@@ -55,9 +55,9 @@ std::optional<Hint> enclosing_hint_text(const LocatedLock& enclosing, const std:
   }
   hint.state = state_name(entry->verdict.state);
   hint.reason = entry->verdict.reason;
-  hint.fix_argv = entry->verdict.fix_argv;
-  hint.fix = entry->verdict.fix;
-  if (hint.fix.empty() && entry->decision != nullptr) hint.next_step = entry->decision->next_step;
+  hint.fix_argv = entry->decision.fix.argv;
+  hint.fix = entry->decision.fix.command;
+  if (hint.fix.empty()) hint.next_step = entry->decision.next_step;
   const std::string pid = field_text(Field::pid, *entry);
   hint.message = fmt::format(
       "{} is inside the repository {}; Apnea run there uses its lock, which is {} ({}{}).", here,

@@ -146,7 +146,7 @@ void print_verdict(const Inspection& in) {
   line("attention", verdict.needs_attention ? "yes" : "no");
   line("reclaim", printable(fmt::format("{}: {}", plan_action_name(in.decision.action), in.decision.why)));
   if (!in.decision.next_step.empty()) line("next step", printable(in.decision.next_step));
-  line("fix", verdict.fix.empty() ? "-" : printable(verdict.fix));
+  line("fix", in.decision.fix.empty() ? "-" : printable(in.decision.fix.command));
   line("directory", facts.stat ? stat_line(*facts.stat, in.now_ns) : "absent");
 }
 
@@ -234,7 +234,7 @@ void print_json(const Inspection& in, const std::optional<std::string>& error) {
     return;
   }
   json.key("entry");
-  write_entry_json(json, EntryView{in.facts, in.verdict, in.known_label(), &in.decision});
+  write_entry_json(json, EntryView{in.facts, in.verdict, in.decision, in.known_label()});
   json.key("directory_stat");
   write_stat_json(json, in.facts.stat);
   json.key("owner_file").begin_object();
@@ -396,7 +396,7 @@ void hint_enclosing(System& system, EntryJudge& judge, Inspection& in) {
   if (!here || !enclosing || enclosing->root == *here) return;
   const EntryLabel label{LockKind::repository, enclosing->root};
   const Judgement judged = judge.entry(enclosing->name, &label);
-  const EntryView view{judged.facts, judged.verdict, &label, &judged.decision};
+  const EntryView view{judged.facts, judged.verdict, judged.decision, &label};
   if (auto hint = enclosing_hint_text(*enclosing, *here, &view))
     in.hints.push_back(std::move(*hint));
 }

@@ -301,9 +301,9 @@ std::string with_flag(std::vector<std::string> argv, std::string_view extra) {
 /// The commands that act on a hinted lock: its fix as a dry run and for real, or why no
 /// flag removes it and the next step.
 void print_hint_commands(const LockHint& hint) {
-  if (!hint.fix_argv.empty()) {
-    say("  to see what would be done: {}", with_flag(hint.fix_argv, "--dry-run"));
-    say("  to remove it:              {}", with_flag(hint.fix_argv, "--yes"));
+  if (!hint.fix.argv.empty()) {
+    say("  to see what would be done: {}", with_flag(hint.fix.argv, "--dry-run"));
+    say("  to remove it:              {}", with_flag(hint.fix.argv, "--yes"));
     return;
   }
   if (!hint.why.empty()) say("  apnea-locks will not remove it: {}", hint.why);

@@ -367,7 +367,7 @@ RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   const EntryLabel label{target.kind, target.root};
   EntryJudge judge(system, directory, settings);
   const Judgement judged = judge.entry(name, &label);
-  return RunFix{judged.verdict.fix, judged.verdict.fix_argv, judged.decision.why,
+  return RunFix{judged.decision.fix.command, judged.decision.fix.argv, judged.decision.why,
                 judged.decision.next_step, holder_text(judged.facts, judged.verdict)};
 }
 

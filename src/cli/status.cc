@@ -163,9 +163,9 @@ class HintWatch {
   /// Looks at every entry surveyed, shown or not.
   void see(const EntryView& entry) {
     locate();
-    if (global_ && entry.decision != nullptr && entry.facts.parsed.kind == LockKind::global_setup)
-      if (auto judged = global_setup_hint(*global_, JudgedEntry{entry.facts, entry.verdict, *entry.decision, entry.label}))
-        global_hint_ = global_setup_hint_text(*judged, entry.decision->next_step);
+    if (global_ && entry.facts.parsed.kind == LockKind::global_setup)
+      if (auto judged = global_setup_hint(*global_, JudgedEntry{entry.facts, entry.verdict, entry.decision, entry.label}))
+        global_hint_ = global_setup_hint_text(*judged, entry.decision.next_step);
     if (enclosing_ && entry.facts.name == enclosing_->name && entry.facts.stat)
       enclosing_hint_ = enclosing_hint_text(*enclosing_, here_, &entry);
   }

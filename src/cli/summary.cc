@@ -92,12 +92,10 @@ void AreaSummary::add(const EntryView& entry) {
       step.description = entry_description(entry);
       step.state = state_name(verdict.state);
       step.reason = verdict.reason;
-      step.fix_argv = verdict.fix_argv;
-      step.fix = verdict.fix;
-      if (entry.decision != nullptr) {
-        step.next_step = entry.decision->next_step;
-        step.why = entry.decision->why;
-      }
+      step.fix_argv = entry.decision.fix.argv;
+      step.fix = entry.decision.fix.command;
+      step.next_step = entry.decision.next_step;
+      step.why = entry.decision.why;
       next = std::move(step);
     }
   }

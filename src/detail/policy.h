@@ -1,4 +1,4 @@
-// Internals of policy.h: the reclaim command line behind fix_argv.
+// Internals of policy.h: the reclaim command line behind fix_command.
 // Not part of the library's interface (not installed); for src/ and the tests.
 #pragma once
 
