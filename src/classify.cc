@@ -192,9 +192,9 @@ void for_each_named(const EntryFacts& facts, Visit&& visit) {
 /// The judgement over every pid the record names: the weakest one decides (a pid not proven
 /// dead makes the whole record "may be alive"). Records `death`, `proof`, `proof_class`,
 /// `certain` and `blocking_pid` in `verdict`; the reason text of the deciding pid returned.
-std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+std::string judge_named(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict) {
   verdict.death = DeathJudgement{};
-  verdict.death.remote_filesystem = !policy.host.local_filesystem;
+  verdict.death.remote_filesystem = !settings.host.local_filesystem;
   std::string reason;
   bool first = true;
   const std::int64_t written =
@@ -202,8 +202,8 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
                             : (facts.owner && facts.owner->owner_stat ? facts.owner->owner_stat->mtime_ns : 0);
   for_each_named(facts, [&](double pid, const ProcessFacts& process) {
     const DeathJudgement judged =
-        judge_death(process, policy.host, policy.area_uid, written, policy.reuse_tolerance_ns,
-                    policy.not_owners);
+        judge_death(process, settings.host, settings.area_uid, written, settings.reuse_tolerance,
+                    settings.not_owners);
     bool deciding = first;  // the first pid's proof stands until a weaker one comes
     if (first) {
       const bool remote = verdict.death.remote_filesystem;
@@ -226,8 +226,8 @@ std::string judge_named(const EntryFacts& facts, const ClassifyPolicy& policy, V
 
 /// True when proof 4's test shows `process` to run as another account than the area's and
 /// it is not root's (root may run Apnea for any account).
-bool another_accounts(const ProcessInfo& process, const ClassifyPolicy& policy) {
-  return detail::another_account(process, policy.host, policy.area_uid) &&
+bool another_accounts(const ProcessInfo& process, const JudgingSettings& settings) {
+  return detail::another_account(process, settings.host, settings.area_uid) &&
          std::ranges::none_of(process.uids, [](std::uint32_t uid) { return uid == 0; });
 }
 
@@ -235,13 +235,13 @@ bool another_accounts(const ProcessInfo& process, const ClassifyPolicy& policy) 
 /// (PROTOCOL.md section 10, the guard row): the first paused process not shown to be
 /// another account's that started no later than 60 s after the guard's ctime (every one
 /// when the clock is void or its start time is unknown).
-void judge_guard_holder(const FileStat& guard, const ClassifyPolicy& policy, Verdict& verdict) {
-  verdict.guard_checked = policy.paused.has_value();
-  if (!policy.paused) return;
+void judge_guard_holder(const FileStat& guard, const JudgingSettings& settings, Verdict& verdict) {
+  verdict.guard_checked = settings.paused.has_value();
+  if (!settings.paused) return;
   constexpr std::int64_t minute_ns = 60'000'000'000;
-  const bool clock_trusted = !policy.host.clock_void();
-  for (const ProcessInfo& process : *policy.paused) {
-    if (process.kernel_thread || another_accounts(process, policy)) continue;
+  const bool clock_trusted = !settings.host.clock_void();
+  for (const ProcessInfo& process : *settings.paused) {
+    if (process.kernel_thread || another_accounts(process, settings)) continue;
     // ctime, not mtime: an mtime can be set back, a ctime only moves forward.
     if (clock_trusted && process.start_time_ns > 0 && process.start_time_ns > guard.ctime_ns + minute_ns)
       continue;
@@ -252,11 +252,11 @@ void judge_guard_holder(const FileStat& guard, const ClassifyPolicy& policy, Ver
 
 /// Whether a guard of age `age_ns` is left over. What it shows, by the clock as it is; the
 /// removal rule (policy.h) also asks that the clock is not void.
-bool guard_old(std::int64_t age_ns, const ClassifyPolicy& policy) {
-  return age_ns >= policy.guard_threshold_ns;
+bool guard_old(std::int64_t age_ns, const JudgingSettings& settings) {
+  return age_ns >= settings.guard_threshold.count();
 }
 
-bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict);
+bool judge_record_pids(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict);
 
 /// A changed record's possible owners (PROTOCOL.md section 10): the first process of the
 /// area's uid running a recognised runtime that started no later than 60 s after the lock
@@ -276,10 +276,10 @@ bool works_in_lock(const EntryFacts& facts, std::string_view cwd) {
   }
 }
 
-void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+void judge_possible_owners(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict) {
   verdict.owners_needed = true;
-  verdict.owners_checked = policy.runtimes.has_value();
-  if (!policy.runtimes) return;
+  verdict.owners_checked = settings.runtimes.has_value();
+  if (!settings.runtimes) return;
   // When the lock was made: its directory's birth time; without one, the latest of the
   // directory's and owner.json's mtime and ctime (either may be missing: a pid-less entry).
   const OwnerRead& read = *facts.owner;
@@ -291,14 +291,14 @@ void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy
     for (const std::optional<FileStat>* stat : {&dir, &read.owner_stat})
       if (*stat) made = std::max({made, (*stat)->mtime_ns, (*stat)->ctime_ns});
   }
-  if (made == 0) made = policy.now_ns;  // nothing stat'ed: every process started before now
+  if (made == 0) made = settings.now_ns;  // nothing stat'ed: every process started before now
   constexpr std::int64_t minute_ns = 60'000'000'000;
-  const bool clock_trusted = !policy.host.clock_void();
-  for (const ProcessInfo& process : *policy.runtimes) {
+  const bool clock_trusted = !settings.host.clock_void();
+  for (const ProcessInfo& process : *settings.runtimes) {
     // Proof 4: another account's by all four uids (root's too, in an area that is not root's);
     // a zombie holds nothing.
-    if (detail::another_account(process, policy.host, policy.area_uid) || detail::exited(process)) continue;
-    if (std::ranges::any_of(policy.not_owners, [&](const NotOwner& word) { return names_process(word, process); })) {
+    if (detail::another_account(process, settings.host, settings.area_uid) || detail::exited(process)) continue;
+    if (std::ranges::any_of(settings.not_owners, [&](const NotOwner& word) { return names_process(word, process); })) {
       verdict.operator_cleared.push_back(process);  // the operator's word: not this lock's Apnea
       continue;
     }
@@ -323,12 +323,12 @@ void judge_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy
 /// Judges the owner record of a lock, candidate or tombstone; true when every pid it names
 /// is proven dead (or it names none), false when one may be alive. A record changed after
 /// it was published proves nothing about its owner: its proof is evidence at most.
-bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
-  const bool dead = judge_record_pids(facts, policy, verdict);
-  if (needs_possible_owners(facts, policy)) judge_possible_owners(facts, policy, verdict);
+bool judge_record(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict) {
+  const bool dead = judge_record_pids(facts, settings, verdict);
+  if (needs_possible_owners(facts, settings)) judge_possible_owners(facts, settings, verdict);
   const auto& read = *facts.owner;
   if (read.lock_stat && read.owner_stat &&
-      record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns)) {
+      record_changed(*read.lock_stat, *read.owner_stat, settings.reuse_tolerance)) {
     verdict.record_changed = true;
     if (verdict.proof_class == ProofClass::certain) {
       verdict.proof_class = ProofClass::evidence;
@@ -339,23 +339,23 @@ bool judge_record(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict
 }
 
 /// judge_record's reading of the pids the record names.
-bool judge_record_pids(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+bool judge_record_pids(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict) {
   const auto& read = *facts.owner;
   if (!read.owner) verdict.failed_check = read.owner.error().reason();
   verdict.pids_unknown = facts.pids_unknown;
   verdict.truncated_pid = facts.truncated_pid;
   verdict.pidless = names_no_pid(facts);
-  verdict.filesystem = policy.host.filesystem;
+  verdict.filesystem = settings.host.filesystem;
   if (verdict.pids_unknown || verdict.pidless) {
-    verdict.death.remote_filesystem = !policy.host.local_filesystem;
+    verdict.death.remote_filesystem = !settings.host.local_filesystem;
     verdict.reason = verdict.failed_check.empty() ? "pid-unprobed" : verdict.failed_check;
     return !verdict.pids_unknown;
   }
-  verdict.reason = judge_named(facts, policy, verdict);
+  verdict.reason = judge_named(facts, settings, verdict);
   return verdict.proof_class != ProofClass::none;
 }
 
-void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+void classify_lock(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict) {
   if (facts.kept_changing) {
     verdict.state = EntryState::in_flight;
     verdict.apnea_verdict = ApneaVerdict::raced;
@@ -363,12 +363,12 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
     return;
   }
   if (facts.guard) {
-    verdict.guard_age_ns = guard_age(*facts.guard, policy.now_ns);
-    verdict.guard = guard_old(*verdict.guard_age_ns, policy) ? GuardState::leftover : GuardState::in_flight;
-    if (verdict.guard == GuardState::leftover) judge_guard_holder(*facts.guard, policy, verdict);
+    verdict.guard_age_ns = guard_age(*facts.guard, settings.now_ns);
+    verdict.guard = guard_old(*verdict.guard_age_ns, settings) ? GuardState::leftover : GuardState::in_flight;
+    if (verdict.guard == GuardState::leftover) judge_guard_holder(*facts.guard, settings, verdict);
   }
   const auto& read = *facts.owner;
-  const bool dead = judge_record(facts, policy, verdict);
+  const bool dead = judge_record(facts, settings, verdict);
   if (!read.owner) {
     verdict.apnea_verdict = ApneaVerdict::malformed;
     verdict.needs_attention = true;
@@ -412,16 +412,16 @@ void classify_lock(const EntryFacts& facts, const ClassifyPolicy& policy, Verdic
 
 /// Candidates and tombstones: in flight while their writer may still be running, or while
 /// a record naming no pid is younger than the guard age (by ctime).
-void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
+void classify_transient(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict) {
   if (facts.guard) {
-    verdict.guard_age_ns = guard_age(*facts.guard, policy.now_ns);
-    if (guard_old(*verdict.guard_age_ns, policy)) judge_guard_holder(*facts.guard, policy, verdict);
+    verdict.guard_age_ns = guard_age(*facts.guard, settings.now_ns);
+    if (guard_old(*verdict.guard_age_ns, settings)) judge_guard_holder(*facts.guard, settings, verdict);
   }
-  const bool dead = judge_record(facts, policy, verdict);
+  const bool dead = judge_record(facts, settings, verdict);
   bool gone = dead;
   if (verdict.pidless || verdict.pids_unknown) {
-    const std::int64_t changed = facts.stat ? facts.stat->ctime_ns : policy.now_ns;
-    gone = policy.now_ns - changed >= policy.guard_threshold_ns;
+    const std::int64_t changed = facts.stat ? facts.stat->ctime_ns : settings.now_ns;
+    gone = settings.now_ns - changed >= settings.guard_threshold.count();
   }
   if (!gone) {
     verdict.state = EntryState::in_flight;
@@ -432,9 +432,9 @@ void classify_transient(const EntryFacts& facts, const ClassifyPolicy& policy, V
   verdict.needs_attention = true;
 }
 
-void classify_guard(const EntryFacts& facts, const ClassifyPolicy& policy, Verdict& verdict) {
-  if (facts.stat) verdict.guard_age_ns = guard_age(*facts.stat, policy.now_ns);
-  if (verdict.guard_age_ns && !guard_old(*verdict.guard_age_ns, policy)) {
+void classify_guard(const EntryFacts& facts, const JudgingSettings& settings, Verdict& verdict) {
+  if (facts.stat) verdict.guard_age_ns = guard_age(*facts.stat, settings.now_ns);
+  if (verdict.guard_age_ns && !guard_old(*verdict.guard_age_ns, settings)) {
     verdict.state = EntryState::in_flight;
     verdict.reason = "guard-recent";
     return;
@@ -442,7 +442,7 @@ void classify_guard(const EntryFacts& facts, const ClassifyPolicy& policy, Verdi
   verdict.state = EntryState::leftover;
   verdict.reason = "guard-abandoned";
   verdict.needs_attention = true;
-  if (facts.stat) judge_guard_holder(*facts.stat, policy, verdict);
+  if (facts.stat) judge_guard_holder(*facts.stat, settings, verdict);
   if (verdict.guard_blocker) verdict.reason = "guard-holder-paused";
 }
 
@@ -452,8 +452,9 @@ std::int64_t guard_age(const FileStat& guard, std::int64_t now_ns) {
   return now_ns - guard.mtime_ns;
 }
 
-bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance) {
-  const std::int64_t tolerance_ns = std::min(tolerance, default_reuse_tolerance_ns);
+bool record_changed(const FileStat& directory, const FileStat& owner_file,
+                    std::chrono::nanoseconds tolerance) {
+  const std::int64_t tolerance_ns = std::min(tolerance, default_reuse_tolerance).count();
   if (owner_file.ctime_ns > directory.ctime_ns + tolerance_ns) return true;
   if (owner_file.birth_ns != 0) {
     if (owner_file.ctime_ns - owner_file.birth_ns > tolerance_ns) return true;
@@ -464,23 +465,23 @@ bool record_changed(const FileStat& directory, const FileStat& owner_file, std::
   return false;
 }
 
-bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy) {
+bool needs_possible_owners(const EntryFacts& facts, const JudgingSettings& settings) {
   if (!detail::has_owner_record(facts.parsed.role) || !facts.owner) return false;
   const OwnerRead& read = *facts.owner;
   if (read.lock_stat && read.owner_stat &&
-      record_changed(*read.lock_stat, *read.owner_stat, policy.reuse_tolerance_ns))
+      record_changed(*read.lock_stat, *read.owner_stat, settings.reuse_tolerance))
     return true;
   if (facts.parsed.role == EntryRole::lock && !read.owner) return true;  // malformed
   return names_no_pid(facts);
 }
 
-Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel*) {
+Verdict classify(const EntryFacts& facts, const JudgingSettings& settings, const EntryLabel*) {
   Verdict verdict;
   verdict.role = facts.parsed.role;
-  verdict.age_ns = age_of(facts.stat, policy.now_ns);
-  verdict.filesystem = policy.host.filesystem;
-  if (policy.host.clock_void()) verdict.clock_void_why = policy.host.why_clock_void();
-  verdict.death.remote_filesystem = !policy.host.local_filesystem;
+  verdict.age_ns = age_of(facts.stat, settings.now_ns);
+  verdict.filesystem = settings.host.filesystem;
+  if (settings.host.clock_void()) verdict.clock_void_why = settings.host.why_clock_void();
+  verdict.death.remote_filesystem = !settings.host.local_filesystem;
   const bool has_owner_record = facts.parsed.role == EntryRole::lock ||
                                 facts.parsed.role == EntryRole::candidate ||
                                 facts.parsed.role == EntryRole::tombstone;
@@ -495,14 +496,14 @@ Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const En
   }
   switch (facts.parsed.role) {
     case EntryRole::lock:
-      if (facts.owner || facts.kept_changing) classify_lock(facts, policy, verdict);
+      if (facts.owner || facts.kept_changing) classify_lock(facts, settings, verdict);
       break;
     case EntryRole::candidate:
     case EntryRole::tombstone:
-      if (facts.owner) classify_transient(facts, policy, verdict);
+      if (facts.owner) classify_transient(facts, settings, verdict);
       break;
     case EntryRole::reclaim_guard:
-      classify_guard(facts, policy, verdict);
+      classify_guard(facts, settings, verdict);
       break;
     case EntryRole::unknown:
       verdict.state = EntryState::unknown;

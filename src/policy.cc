@@ -47,11 +47,12 @@ Decision remove(RemovalKind kind, std::string why, std::vector<std::string> trus
 }
 
 std::string seconds_text(std::int64_t ns) { return fmt::format("{}s", ns / 1'000'000'000); }
+std::string seconds_text(std::chrono::nanoseconds ns) { return seconds_text(ns.count()); }
 
 /// Whether an entry unchanged for `age` is older than --guard-age: never while the clock is
 /// void (PROTOCOL.md section 9).
 bool older_than_guard_age(const Verdict& verdict, std::int64_t age, const RemovalFlags& flags) {
-  return verdict.clock_void_why.empty() && age >= flags.guard_age_ns;
+  return verdict.clock_void_why.empty() && age >= flags.guard_age.count();
 }
 
 /// How long a guard has been unchanged as removal counts it (PROTOCOL.md section 10, the
@@ -244,7 +245,7 @@ std::vector<std::string> trusts_of(const Verdict& verdict) {
   if (verdict.death.uses_clock)
     trusts.push_back(fmt::format("the wall clock (a forward step of between {} and 60s since the "
                                  "lock was written would fake this)",
-                                 seconds_text(verdict.death.tolerance_ns)));
+                                 seconds_text(verdict.death.tolerance)));
   if (verdict.death.uses_visibility) trusts.emplace_back(trust_visibility);
   if (verdict.owners_needed || verdict.death.uses_runtime) trusts.emplace_back(trust_runtime);
   return trusts;
@@ -287,13 +288,13 @@ Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const Remova
     return keep(fmt::format("{} names no pid and changed {} ago: it may be being written; "
                             "it is abandoned after --guard-age {}",
                             what, seconds_text(std::max<std::int64_t>(age, 0)),
-                            seconds_text(flags.guard_age_ns)) + void_clock_note(verdict));
+                            seconds_text(flags.guard_age)) + void_clock_note(verdict));
   if (!flags.force || young)
     return refuse(fmt::format("{} names no pid (no writer to prove dead) and changed {} ago{}", what,
                               seconds_text(std::max<std::int64_t>(age, 0)), void_clock_note(verdict)),
                   verdict.clock_void_why.empty()
                       ? fmt::format("reclaim --force removes it once it is older than --guard-age {}",
-                                    seconds_text(flags.guard_age_ns))
+                                    seconds_text(flags.guard_age))
                       // No age ever counts: the tool cannot act, the operator can.
                       : fmt::format("check that no Apnea process of this account runs (ps -u "
                                     "\"$(id -u)\" -o pid,stat,lstart,args), then rm -r -- {}",
@@ -352,18 +353,18 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
                   verdict.clock_void_why.empty()
                       ? fmt::format("run reclaim --force again once it has been unchanged for "
                                     "--guard-age {} (in {}), or {}",
-                                    seconds_text(flags.guard_age_ns),
-                                    seconds_text(std::max<std::int64_t>(flags.guard_age_ns - unchanged, 0)),
+                                    seconds_text(flags.guard_age),
+                                    seconds_text(std::max<std::int64_t>(flags.guard_age.count() - unchanged, 0)),
                                     check)
                       : check);
   };
-  if (age < flags.guard_age_ns) {
+  if (age < flags.guard_age.count()) {
     if (!verdict.clock_void_why.empty()) return too_young();
     return keep(fmt::format("the guard is {} old, younger than --guard-age {}: a reclamation may "
                             "be running (if its lock is there and dead, Apnea is refused until "
                             "the guard goes: see that lock)",
                             seconds_text(std::max<std::int64_t>(age, 0)),
-                            seconds_text(flags.guard_age_ns)));
+                            seconds_text(flags.guard_age)));
   }
   if (verdict.death.remote_filesystem)
     return refuse(fmt::format("the lock area is on a {} filesystem: its holder may run on another "
@@ -395,7 +396,7 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
                                      const RemovalFlags& flags) {
   if (!facts.guard) return std::nullopt;
   const std::int64_t age = verdict.guard_age_ns.value_or(0);
-  if (age < flags.guard_age_ns)
+  if (age < flags.guard_age.count())
     return refuse(fmt::format("Apnea stale-lock reclamation is guarded at {} ({} old): Apnea is "
                               "refused until it is gone; a working guard lives for milliseconds, "
                               "so one still there was most likely left by a crash{}",
@@ -404,8 +405,8 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
                   verdict.clock_void_why.empty()
                       ? fmt::format("run reclaim --force again once the guard is older than "
                                     "--guard-age {} (in {}): it removes the guard, then the lock",
-                                    seconds_text(flags.guard_age_ns),
-                                    seconds_text(std::max<std::int64_t>(flags.guard_age_ns - age, 0)))
+                                    seconds_text(flags.guard_age),
+                                    seconds_text(std::max<std::int64_t>(flags.guard_age.count() - age, 0)))
                       : fmt::format("check that no Apnea process of this account runs (ps -u "
                                     "\"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {} and run "
                                     "reclaim again",
@@ -527,7 +528,7 @@ Fix fix_command(const EntryFacts& facts, const Verdict& verdict, const EntryLabe
                 const FixContext& context) {
   const auto removes = [&](bool force) {
     if (force == flags.force) return decided.action == PlanAction::remove;
-    return decide(facts, verdict, RemovalFlags{force, flags.guard_age_ns}, now_ns).action ==
+    return decide(facts, verdict, RemovalFlags{force, flags.guard_age}, now_ns).action ==
            PlanAction::remove;
   };
   if (removes(false)) return Fix{detail::reclaim_argv(facts, label, false, context), false};

@@ -20,7 +20,7 @@ namespace apnea_locks {
 using detail::device_idmapped;
 using detail::filesystem_name;
 using detail::local_filesystem_magic;
-using detail::minimum_reuse_tolerance_ns;
+using detail::minimum_reuse_tolerance;
 using detail::initial_pid_namespace_inode;
 using detail::initial_user_namespace_inode;
 using detail::MountEntry;
@@ -94,8 +94,8 @@ DeathProof certain_exclusion(const ProcessInfo& carrier, std::int64_t carrier_pi
 
 /// How one carrier is shown not to be the writer by the clock (none: it is not).
 DeathProof clock_exclusion(const ProcessInfo& carrier, const HostFacts& host,
-                           std::int64_t written_ns, std::int64_t tolerance_ns) {
-  if (carrier.start_time_ns > written_ns + tolerance_ns) return DeathProof::pid_reused;
+                           std::int64_t written_ns, std::chrono::nanoseconds tolerance) {
+  if (carrier.start_time_ns > written_ns + tolerance.count()) return DeathProof::pid_reused;
   if (host.boot_time_ns > 0 && written_ns < host.boot_time_ns) return DeathProof::predates_boot;
   return DeathProof::none;
 }
@@ -511,7 +511,7 @@ bool DeathJudgement::merge(const DeathJudgement& other) {
   uses_clock = uses_clock || other.uses_clock;
   uses_visibility = uses_visibility || other.uses_visibility;
   uses_runtime = uses_runtime || other.uses_runtime;
-  tolerance_ns = std::max(tolerance_ns, other.tolerance_ns);
+  tolerance = std::max(tolerance, other.tolerance);
   clock_void = clock_void || other.clock_void;
   remote_filesystem = remote_filesystem || other.remote_filesystem;
   if (other.proof >= proof) return false;
@@ -527,7 +527,8 @@ namespace {
 struct Exclusions {
   const HostFacts& host;
   std::uint32_t area_uid;
-  std::int64_t written_ns, tolerance_ns;
+  std::int64_t written_ns;
+  std::chrono::nanoseconds tolerance;
   std::span<const NotOwner> not_owners;
 
   /// The proof that `carrier` (pid `carrier_pid` in our namespace) is not the writer, none
@@ -542,7 +543,7 @@ struct Exclusions {
       proof = DeathProof::pid_other_uid;
       other_mounts = true;
     }
-    if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance_ns);
+    if (proof == DeathProof::none) proof = clock_exclusion(carrier, host, written_ns, tolerance);
     const bool unproven = proof == DeathProof::none || (clock_proof(proof) && host.clock_void());
     // No clock needed: a process that runs no recognised runtime is not an Apnea.
     if (unproven && runs_no_runtime(carrier)) return DeathProof::pid_not_runtime;
@@ -565,7 +566,7 @@ struct Exclusions {
 }  // namespace
 
 DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
-                           std::int64_t written_ns, std::int64_t tolerance_ns,
+                           std::int64_t written_ns, std::chrono::nanoseconds tolerance,
                            std::span<const NotOwner> not_owners) {
   DeathJudgement judged;
   judged.remote_filesystem = !host.local_filesystem;
@@ -592,8 +593,7 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
     return conclude(DeathProof::pid_out_of_range, false);
 
   const std::int64_t number = static_cast<std::int64_t>(pid);
-  const std::int64_t tolerance = std::max(tolerance_ns, minimum_reuse_tolerance_ns);
-  judged.tolerance_ns = tolerance;
+  judged.tolerance = std::max(tolerance, minimum_reuse_tolerance);
   const bool clock_counts = !host.clock_void();
   DeathProof weakest = DeathProof::pid_dead;  // no carrier at all
   DeathProof void_clock = DeathProof::none;   // the weakest clock proof that did not count

@@ -320,8 +320,8 @@ bool same_record(const EntryFacts& was, const EntryFacts& now) {
 /// guard, the paused processes read again), judged and decided by the same policy. Why it may not
 /// be removed now, or nothing when the decision still stands.
 std::optional<std::string> redecide(System& system, const EntryFacts& facts, const Decision& decision,
-                                    const RepairPolicy& policy, bool we_hold_guard) {
-  SurveySettings settings = policy.settings;
+                                    const RepairSettings& repair, bool we_hold_guard) {
+  SurveySettings settings = repair.settings;
   settings.judge.now_ns = system.now_ns();
   EntryJudge judge(system, node_dirname(facts.path), settings);
   EntryFacts now = judge.gather(facts.name);
@@ -399,7 +399,7 @@ std::string_view outcome_name(RepairOutcome outcome) {
 namespace {
 
 RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& decision,
-                       const RepairPolicy& policy) {
+                       const RepairSettings& repair) {
   if (decision.action == PlanAction::keep) return result(RepairOutcome::skipped, decision.why);
   if (decision.action == PlanAction::refuse) return result(RepairOutcome::refused, decision.why);
   if (!facts.stat) return result(RepairOutcome::changed, "it is already gone");
@@ -417,9 +417,9 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
         expect.owner_identity = facts.owner->owner_stat;
         expect.owner_bytes = facts.owner->bytes;
       }
-      expect.confirm = [&]() { return redecide(system, facts, decision, policy, true); };
-      return from_reclaim(detail::reclaim_guarded(system, facts.path, policy.resource, expect,
-                                          policy.keep_tombstone));
+      expect.confirm = [&]() { return redecide(system, facts, decision, repair, true); };
+      return from_reclaim(detail::reclaim_guarded(system, facts.path, repair.resource, expect,
+                                          repair.keep_tombstone));
     }
     case RemovalKind::debris: {
       GuardHold guard(system, guard_path);
@@ -430,7 +430,7 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
         return result(RepairOutcome::failed,
                       fmt::format("cannot take {}: {}", guard_path, errno_text(guard.error())));
       }
-      if (auto changed = redecide(system, facts, decision, policy, true))
+      if (auto changed = redecide(system, facts, decision, repair, true))
         return result(RepairOutcome::changed, *changed);
       if (auto kept = detail::remove_entry(system, facts.path, *facts.stat))
         return result(RepairOutcome::changed, *kept);
@@ -447,7 +447,7 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
         return result(RepairOutcome::failed, fmt::format("cannot lock {}: {}", directory,
                                                          errno_text(removal_lock.error())));
       }
-      if (auto changed = redecide(system, facts, decision, policy, false))
+      if (auto changed = redecide(system, facts, decision, repair, false))
         return result(RepairOutcome::changed, *changed);
       // A guard has no token: its identity is device, inode, birth time and ctime (and
       // mtime: anything made inside it changes both).
@@ -472,24 +472,24 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
 }  // namespace
 
 RepairResult execute_repair(System& system, const EntryFacts& facts, const Decision& decision,
-                            const RepairPolicy& policy) {
-  RepairResult done = carry_out(system, facts, decision, policy);
+                            const RepairSettings& repair) {
+  RepairResult done = carry_out(system, facts, decision, repair);
   // The audit trail: what was removed (or renamed away from the lock path), once it was.
   if (done.outcome == RepairOutcome::removed || !done.tombstone.empty()) {
-    if (!policy.audit) return done;
+    if (!repair.audit) return done;
     AuditEvent event;
-    event.action = policy.audit_action;
+    event.action = repair.audit_action;
     event.role = role_name(facts.parsed.role);
     event.path = facts.path;
     event.tombstone = done.tombstone;
-    event.kept = !done.tombstone.empty() && (policy.keep_tombstone || done.outcome != RepairOutcome::removed);
+    event.kept = !done.tombstone.empty() && (repair.keep_tombstone || done.outcome != RepairOutcome::removed);
     if (facts.owner) event.owner_bytes = facts.owner->bytes;
     event.proof = decision.why;
     for (const std::string& trust : decision.trusts)
       event.trusts.append(event.trusts.empty() ? "" : "; ").append(trust);
     event.for_uid = facts.stat ? facts.stat->uid : system.uid();
-    event.for_user = policy.acted_for;
-    audit(system, std::move(event), policy.acting_uid);
+    event.for_user = repair.acted_for;
+    audit(system, std::move(event), repair.acting_uid);
   }
   return done;
 }
@@ -515,8 +515,8 @@ detail::Takeover refused(LockError error) {
 /// A dead owner's lock that `run` may take over (a certain proof, past the grace): carried
 /// out through execute_repair, which re-decides under the guard.
 detail::Takeover remove_for_takeover(System& system, const LockTarget& target,
-                                     const Judgement& judged, const RepairPolicy& policy) {
-  const RepairResult done = execute_repair(system, judged.facts, judged.decision, policy);
+                                     const Judgement& judged, const RepairSettings& repair) {
+  const RepairResult done = execute_repair(system, judged.facts, judged.decision, repair);
   detail::Takeover out;
   switch (done.outcome) {
     case RepairOutcome::removed:
@@ -540,14 +540,13 @@ detail::Takeover detail::take_over(System& system, const LockTarget& target,
                                    std::optional<std::chrono::milliseconds> grace, bool audit) {
   const std::string& lock = target.lock_path;
   const std::string directory = node_dirname(lock);
-  RepairPolicy policy;
-  policy.settings = survey_settings(system, directory, default_reuse_tolerance_ns,
-                                    default_guard_age_ns, /*force=*/false);
-  policy.resource = target.resource;
-  policy.audit = audit;
-  policy.audit_action = "takeover";
+  RepairSettings repair;
+  repair.settings = survey_settings(system, directory, Windows{}, /*force=*/false);
+  repair.resource = target.resource;
+  repair.audit = audit;
+  repair.audit_action = "takeover";
   const EntryLabel label{target.kind, target.root};
-  EntryJudge judge(system, directory, policy.settings);
+  EntryJudge judge(system, directory, repair.settings);
   const Judgement judged = judge.entry(lock.substr(lock.rfind('/') + 1), &label);
   const EntryFacts& facts = judged.facts;
   const Verdict& verdict = judged.verdict;
@@ -581,7 +580,7 @@ detail::Takeover detail::take_over(System& system, const LockTarget& target,
     return refused(guarded_error(lock, target.resource));
   const std::int64_t age_ns = system.now_ns() - facts.stat->mtime_ns;
   if (removable && grace && age_ns >= std::chrono::nanoseconds(*grace).count())
-    return remove_for_takeover(system, target, judged, policy);
+    return remove_for_takeover(system, target, judged, repair);
   return refused(operation_locked(
       LockedReason::stale,
       fmt::format("Apnea lock owner pid {} is not live at {}", pid_text(pid), lock),

@@ -15,7 +15,7 @@ namespace apnea_locks {
 using detail::has_owner_record;
 using detail::read_owner_settled;  // detail/owner.h
 using detail::SettledRead;
-using detail::minimum_reuse_tolerance_ns;  // detail/probe.h
+using detail::minimum_reuse_tolerance;  // detail/probe.h
 using detail::namespace_carriers;
 using detail::pid_max_limit;
 using detail::default_reread_limit;  // detail/scan.h
@@ -93,7 +93,7 @@ ProcessFacts ProcessCache::get(double pid, std::uint32_t area_uid, std::int64_t 
   // can carriers elsewhere change it.
   widest.idmapped = false;
   const DeathProof reason =
-      judge_death(facts, widest, area_uid, written_ns, minimum_reuse_tolerance_ns).reason;
+      judge_death(facts, widest, area_uid, written_ns, minimum_reuse_tolerance).reason;
   return with_carriers(std::move(facts), reason != DeathProof::pid_out_of_range &&
                                              (every_carrier_ || reason != DeathProof::none));
 }

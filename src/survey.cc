@@ -21,18 +21,17 @@ using detail::GuardListing;
 using detail::has_owner_record;
 using detail::ProcessCache;
 
-SurveySettings survey_settings(System& system, const std::string& directory,
-                               std::int64_t tolerance_ns, std::int64_t guard_age_ns, bool force,
-                               HostRead host) {
+SurveySettings survey_settings(System& system, const std::string& directory, Windows windows,
+                               bool force, HostRead host) {
   SurveySettings settings;
   settings.judge.now_ns = system.now_ns();
   settings.judge.area_uid = system.uid();
-  settings.judge.reuse_tolerance_ns = tolerance_ns;
-  settings.judge.guard_threshold_ns = guard_age_ns;
+  settings.judge.reuse_tolerance = windows.tolerance;
+  settings.judge.guard_threshold = windows.guard_age;
   settings.host_pending = true;
   if (host == HostRead::now) settings = with_host(system, directory, std::move(settings));
   settings.flags.force = force;
-  settings.flags.guard_age_ns = guard_age_ns;
+  settings.flags.guard_age = windows.guard_age;
   return settings;
 }
 
@@ -52,9 +51,9 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
   return {std::move(verdict), std::move(decision)};
 }
 
-bool needs_paused_processes(const EntryFacts& facts, const ClassifyPolicy& policy) {
+bool needs_paused_processes(const EntryFacts& facts, const JudgingSettings& settings) {
   const auto old = [&](const FileStat& guard) {
-    return guard_age(guard, policy.now_ns) >= policy.guard_threshold_ns;
+    return guard_age(guard, settings.now_ns) >= settings.guard_threshold.count();
   };
   if (facts.parsed.role == EntryRole::reclaim_guard) return facts.stat && old(*facts.stat);
   return facts.guard && old(*facts.guard);
@@ -65,7 +64,7 @@ EntryJudge::EntryJudge(System& system, const std::string& directory, const Surve
 
 namespace {
 
-/// The possible owners' candidates of `uid` (ClassifyPolicy::runtimes, System::
+/// The possible owners' candidates of `uid` (JudgingSettings::runtimes, System::
 /// runtime_processes), with their start times, executables, working directories and why
 /// they count; this process left out.
 std::optional<std::vector<ProcessInfo>> runtime_candidates(System& system, std::uint32_t uid) {

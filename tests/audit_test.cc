@@ -27,7 +27,7 @@ struct Area {
   TempDir temp;
   StagedSystem system;
   std::string dir = temp / "locks";
-  RepairPolicy policy;
+  RepairSettings policy;
 
   Area() {
     make_dir(dir);

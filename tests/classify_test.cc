@@ -25,13 +25,13 @@ struct Judged : Verdict {
 };
 
 /// classify, then the policy's fix (judge_entry), as every command judges an entry.
-Judged judged(const EntryFacts& facts, ClassifyPolicy policy, const EntryLabel* label,
+Judged judged(const EntryFacts& facts, JudgingSettings policy, const EntryLabel* label,
               std::optional<std::string> lock_dir = std::nullopt) {
   SurveySettings settings;
   if (!policy.paused) policy.paused = std::vector<ProcessInfo>{};
   if (!policy.runtimes) policy.runtimes = std::vector<ProcessInfo>{};  // read: none runs
   settings.judge = policy;
-  settings.flags.guard_age_ns = policy.guard_threshold_ns;
+  settings.flags.guard_age = policy.guard_threshold;
   settings.fix.lock_dir = std::move(lock_dir);
   auto [verdict, decision] = judge_entry(facts, settings, label);
   return Judged{std::move(verdict), std::move(decision.fix)};
@@ -132,8 +132,8 @@ EntryFacts facts_for(EntryRole role, std::optional<OwnerRead> read, std::optiona
   return facts;
 }
 
-ClassifyPolicy policy() {
-  ClassifyPolicy p;
+JudgingSettings policy() {
+  JudgingSettings p;
   p.now_ns = now;
   p.area_uid = uid;
   p.host = testing::healthy_host(boot);
@@ -351,14 +351,14 @@ TEST_CASE("tolerance and guard threshold are policy") {
   EntryFacts lock = facts_for(EntryRole::lock, accepted(100, now - 100 * s, 600 * s),
                               process(100, 0, info('S', 100, uid, now - 95 * s)));
   CHECK(judged(lock, policy(), nullptr).reason == "pid-reused");
-  ClassifyPolicy lenient = policy();
-  lenient.reuse_tolerance_ns = 10 * s;
+  JudgingSettings lenient = policy();
+  lenient.reuse_tolerance = std::chrono::seconds(10);
   CHECK(judged(lock, lenient, nullptr).reason == "pid-alive");
 
   EntryFacts guard = facts_for(EntryRole::reclaim_guard, std::nullopt, std::nullopt, 30 * s);
   CHECK(judged(guard, policy(), nullptr).state == EntryState::in_flight);
-  ClassifyPolicy strict = policy();
-  strict.guard_threshold_ns = 20 * s;
+  JudgingSettings strict = policy();
+  strict.guard_threshold = std::chrono::seconds(20);
   CHECK(judged(guard, strict, nullptr).state == EntryState::leftover);
 }
 
@@ -437,55 +437,55 @@ TEST_CASE("record_changed: unchanged since publication only as Apnea publishes a
   file.birth_ns = t + s / 100;   // owner.json written into it
   file.ctime_ns = t + s / 50;    // its bytes and fsync
   dir.ctime_ns = t + s / 10;     // the rename into place
-  CHECK_FALSE(record_changed(dir, file, tolerance));
+  CHECK_FALSE(record_changed(dir, file, std::chrono::nanoseconds(tolerance)));
   SUBCASE("rewritten or truncated in place later: its ctime leaves its birth") {
     file.ctime_ns = t + 30 * s;
-    CHECK(record_changed(dir, file, tolerance));
+    CHECK(record_changed(dir, file, std::chrono::nanoseconds(tolerance)));
   }
   SUBCASE("replaced by rename (sed -i, an editor, rsync): born long after its directory") {
     file.birth_ns = t + 30 * s;
     file.ctime_ns = t + 30 * s;
     dir.ctime_ns = t + 30 * s;
-    CHECK(record_changed(dir, file, tolerance));
+    CHECK(record_changed(dir, file, std::chrono::nanoseconds(tolerance)));
   }
   SUBCASE("a directory born after its record (restored by a copy tool) is not Apnea's publication") {
     dir.birth_ns = file.birth_ns + s;
-    CHECK(record_changed(dir, file, tolerance));
+    CHECK(record_changed(dir, file, std::chrono::nanoseconds(tolerance)));
   }
   SUBCASE("no birth time: only the ctime test, which a change in place still fails") {
     dir.birth_ns = file.birth_ns = 0;
-    CHECK_FALSE(record_changed(dir, file, tolerance));
+    CHECK_FALSE(record_changed(dir, file, std::chrono::nanoseconds(tolerance)));
     file.ctime_ns = dir.ctime_ns + 3 * s;
-    CHECK(record_changed(dir, file, tolerance));
+    CHECK(record_changed(dir, file, std::chrono::nanoseconds(tolerance)));
   }
   SUBCASE("within the tolerance: unchanged") {
     file.ctime_ns = file.birth_ns + tolerance;
     dir.ctime_ns = file.ctime_ns;
-    CHECK_FALSE(record_changed(dir, file, tolerance));
+    CHECK_FALSE(record_changed(dir, file, std::chrono::nanoseconds(tolerance)));
   }
   SUBCASE("a wide --tolerance does not widen the window: a change 30 s later is still seen") {
     file.ctime_ns = t + 30 * s;
-    CHECK(record_changed(dir, file, 86400 * s));
+    CHECK(record_changed(dir, file, std::chrono::days(1)));
     file.ctime_ns = file.birth_ns + 3 * s;
     dir.ctime_ns = file.ctime_ns;
-    CHECK(record_changed(dir, file, 86400 * s));
+    CHECK(record_changed(dir, file, std::chrono::days(1)));
   }
   SUBCASE("a narrow --tolerance narrows it") {
     file.ctime_ns = file.birth_ns + s + s / 2;
     dir.ctime_ns = file.ctime_ns;
-    CHECK(record_changed(dir, file, s));
+    CHECK(record_changed(dir, file, std::chrono::seconds(1)));
   }
 }
 
 namespace {
 
 /// The decision `reclaim --force` takes on `facts` under `p` (guard age 5 min).
-Decision forced(const EntryFacts& facts, ClassifyPolicy p) {
+Decision forced(const EntryFacts& facts, JudgingSettings p) {
   SurveySettings settings;
   if (!p.paused) p.paused = std::vector<ProcessInfo>{};
   if (!p.runtimes) p.runtimes = std::vector<ProcessInfo>{};
   settings.judge = p;
-  settings.flags = RemovalFlags{true, p.guard_threshold_ns};
+  settings.flags = RemovalFlags{true, p.guard_threshold};
   return judge_entry(facts, settings, nullptr).second;
 }
 
@@ -531,7 +531,7 @@ TEST_CASE("the guard row: which paused processes may hold an old guard") {
   for (const Row& row : rows) {
     const std::string what = row.what;
     CAPTURE(what);
-    ClassifyPolicy p = policy();
+    JudgingSettings p = policy();
     p.paused = std::vector<ProcessInfo>{row.process};
     const Verdict verdict = judged(guard, p, nullptr);
     CHECK(verdict.guard_blocker.has_value() == row.blocks);
@@ -539,7 +539,7 @@ TEST_CASE("the guard row: which paused processes may hold an old guard") {
     CHECK(decision.action == (row.blocks ? PlanAction::refuse : PlanAction::remove));
     if (row.blocks) CHECK(decision.why.find(std::string(pause_name(row.process.pause))) != std::string::npos);
     // Another account's process blocks when the area is root's or idmapped: proof 4 fails.
-    ClassifyPolicy idmapped = p;
+    JudgingSettings idmapped = p;
     idmapped.host.idmapped = true;
     if (!row.process.kernel_thread && row.process.start_time_ns <= made + 60 * s)
       CHECK(judged(guard, idmapped, nullptr).guard_blocker.has_value());
@@ -547,7 +547,7 @@ TEST_CASE("the guard row: which paused processes may hold an old guard") {
   // Each refusal says how to unblock that kind of pause.
   ProcessInfo traced = paused(info('S', 4242, uid, made), Pause::traced);
   traced.tracer_pid = 777;
-  ClassifyPolicy p = policy();
+  JudgingSettings p = policy();
   p.paused = std::vector<ProcessInfo>{traced};
   CHECK(forced(guard, p).next_step.find("777") != std::string::npos);
   ProcessInfo frozen = paused(info('S', 4242, uid, made), Pause::frozen);
@@ -587,7 +587,7 @@ TEST_CASE("a clock step: 30 s stays in the band, 10 min voids every time compari
   const std::int64_t made = now - 600 * s;
   for (const std::int64_t step : {30 * s, 600 * s}) {
     CAPTURE(step / s);
-    ClassifyPolicy p = policy();
+    JudgingSettings p = policy();
     // The clock stepped forward by `step` since boot: btime, computed from it, moved on while
     // the birth time of /dev did not.
     p.host.dev_birth_ns = p.host.boot_time_ns - step;
@@ -636,7 +636,7 @@ TEST_CASE("a clock step: 30 s stays in the band, 10 min voids every time compari
     ProcessInfo late = info('T', 4242, uid, made + 7200 * s);
     late.pid = 4242;
     late.pause = Pause::stopped;
-    ClassifyPolicy with_paused = p;
+    JudgingSettings with_paused = p;
     with_paused.paused = std::vector<ProcessInfo>{late};
     CHECK(judged(guard, with_paused, nullptr).guard_blocker.has_value() == void_clock);
 
@@ -646,7 +646,7 @@ TEST_CASE("a clock step: 30 s stays in the band, 10 min voids every time compari
     CHECK(judged(reused, p, nullptr).reason == (void_clock ? "clock-void" : "pid-reused"));
   }
   // Another time namespace voids the clock whatever the gap.
-  ClassifyPolicy p = policy();
+  JudgingSettings p = policy();
   p.host.other_time_namespace = true;
   CHECK(p.host.clock_void());
   CHECK(p.host.why_clock_void().find("time namespace") != std::string::npos);
@@ -668,7 +668,7 @@ TEST_CASE("possible owners: another account's left out, grouped by application, 
     process.runtime_sign = "exe";
     return process;
   };
-  ClassifyPolicy p = policy();
+  JudgingSettings p = policy();
   p.runtimes = std::vector<ProcessInfo>{
       owner(11, uid, "/usr/bin/node", "/tmp"),
       owner(12, 0, "/usr/bin/node", repo),  // root's: another account (proof 4)
@@ -693,7 +693,7 @@ TEST_CASE("possible owners: another account's left out, grouped by application, 
   CHECK(decision.next_step.find("--not-owner 13@") != std::string::npos);
   CHECK(decision.next_step.find("--not-owner 15@") != std::string::npos);
   // The operator's word for all four: removed, each named in what --force trusted.
-  ClassifyPolicy cleared = p;
+  JudgingSettings cleared = p;
   for (const std::int64_t pid : {11, 13, 14, 15})
     cleared.not_owners.push_back(NotOwner{pid, (now - 3600 * s) / s});
   const Decision removed = forced(facts, cleared);
@@ -723,7 +723,7 @@ TEST_CASE("possible owners: a malformed lock and an entry naming no pid need non
   EntryFacts tombstone = facts_for(EntryRole::tombstone, rejected(OwnerCheck::owner_missing, 600 * s), std::nullopt);
   // A valid lock of a dead owner: its proof is its own, possible owners do not matter.
   EntryFacts valid = facts_for(EntryRole::lock, accepted(100, now - 600 * s, 600 * s), process(100, ESRCH, std::nullopt));
-  ClassifyPolicy p = policy();
+  JudgingSettings p = policy();
   struct Row {
     const char* what;
     const EntryFacts& facts;
@@ -742,14 +742,14 @@ TEST_CASE("possible owners: a malformed lock and an entry naming no pid need non
     CHECK(needs_possible_owners(row.facts, p) == row.needs_owners);
     // None runs (a zombie does not): --force removes it, trusting that Apnea runs only in a
     // recognised runtime.
-    ClassifyPolicy with_zombie = p;
+    JudgingSettings with_zombie = p;
     with_zombie.runtimes = std::vector<ProcessInfo>{zombie};
     const Decision alone = forced(row.facts, with_zombie);
     CHECK(alone.action == PlanAction::remove);
     CHECK(std::ranges::count(alone.trusts, std::string("Apnea runs only in a recognised runtime (Node, Bun, "
                                                        "Deno, Electron)")) == (row.needs_owners ? 1 : 0));
     // One runs: refused, naming it and the operator's word for it.
-    ClassifyPolicy with_runtime = p;
+    JudgingSettings with_runtime = p;
     with_runtime.runtimes = std::vector<ProcessInfo>{runtime, zombie};
     const Decision blocked = forced(row.facts, with_runtime);
     CAPTURE(blocked.why);
@@ -764,7 +764,7 @@ TEST_CASE("possible owners: a malformed lock and an entry naming no pid need non
     unread.judge = p;
     unread.judge.paused = std::vector<ProcessInfo>{};
     unread.judge.runtimes = std::nullopt;
-    unread.flags = RemovalFlags{true, p.guard_threshold_ns};
+    unread.flags = RemovalFlags{true, p.guard_threshold};
     const auto [verdict, unreadable] = judge_entry(row.facts, unread, nullptr);
     CHECK(verdict.owners_needed);
     CHECK_FALSE(verdict.owners_checked);

@@ -48,7 +48,7 @@
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
-using apnea_locks::detail::minimum_reuse_tolerance_ns;
+using apnea_locks::detail::minimum_reuse_tolerance;
 
 namespace {
 
@@ -217,7 +217,7 @@ bool may_be_writer(const TablePid& entry, std::int64_t now, std::int64_t written
     case PidKind::reused_far:
     case PidKind::reused_near: {
       const std::int64_t start = now - start_offset(entry.kind);
-      return clock_void || !(start > written + std::max(tolerance, minimum_reuse_tolerance_ns));
+      return clock_void || !(start > written + std::max(tolerance, minimum_reuse_tolerance.count()));
     }
   }
   return true;
@@ -566,7 +566,8 @@ CaseReport run_case(std::uint64_t case_seed) {
   report.entries = planned.size();
 
   // The survey, as reclaim makes it.
-  const SurveySettings settings = survey_settings(system, dir, tolerance, guard_age, force);
+  const SurveySettings settings = survey_settings(
+      system, dir, Windows{.tolerance = std::chrono::nanoseconds(tolerance), .guard_age = std::chrono::nanoseconds(guard_age)}, force);
   if (settings.judge.host.clock_void() != clock_void) problem("setup: the staged clock is not as intended");
   if (settings.judge.host.can_be_certain() == outside_namespace) problem("setup: the staged host is not as intended");
   SurveySettings judging = settings;  // for judging again outside the survey: the same paused view
@@ -672,8 +673,7 @@ CaseReport run_case(std::uint64_t case_seed) {
   // decides to remove it with its owner's token, and it is past Apnea's 60 s grace; nothing
   // else is touched.
   if (std::mt19937_64(case_seed ^ 0x7a6b3c2d1e0fULL)() % 3 == 0) {
-    SurveySettings apnea = survey_settings(system, dir, default_reuse_tolerance_ns,
-                                           default_guard_age_ns, false);
+    SurveySettings apnea = survey_settings(system, dir, Windows{}, false);
     apnea.judge.paused = system.paused_processes();
     apnea.judge.runtimes = std::vector<ProcessInfo>{};
     std::set<std::string> taken;
@@ -734,7 +734,7 @@ CaseReport run_case(std::uint64_t case_seed) {
   for (const Judged* j : order) {
     if (j->decision.action != PlanAction::remove) continue;
     removals.insert(j->facts.name);
-    RepairPolicy policy;
+    RepairSettings policy;
     policy.settings = settings;
     policy.resource = j->facts.parsed.lock_name();
     results[j->facts.name] = execute_repair(system, j->facts, j->decision, policy);

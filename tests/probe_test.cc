@@ -22,7 +22,7 @@ using apnea_locks::testing::TempDir;
 namespace {
 constexpr std::int64_t second = 1'000'000'000;
 constexpr std::int64_t written = 1'700'000'000 * second;
-constexpr std::int64_t tolerance = default_reuse_tolerance_ns;
+constexpr std::chrono::nanoseconds tolerance = default_reuse_tolerance;
 constexpr std::uint32_t area_uid = 1000;
 
 /// A running leader with every /proc field known, all four uids `uid`.
@@ -131,7 +131,7 @@ TEST_CASE("judge_death: each proof from the facts, on a healthy host") {
 
   HostFacts rebooted = healthy_host(written + second);
   ProcessFacts after_boot = alive_process(100, area_uid, written + 2 * second);
-  DeathJudgement boot = judge_death(after_boot, rebooted, area_uid, written, 10 * second);
+  DeathJudgement boot = judge_death(after_boot, rebooted, area_uid, written, std::chrono::seconds(10));
   CHECK(boot.reason == DeathProof::predates_boot);
   CHECK(boot.proof == ProofClass::evidence);
 
@@ -465,7 +465,7 @@ TEST_CASE("clock evidence is void when the clock stepped since boot") {
   HostFacts rebooted = healthy_host(written + second);
   rebooted.dev_birth_ns.reset();
   ProcessFacts after_boot = alive_process(100, area_uid, written + 2 * second);
-  CHECK(judge_death(after_boot, rebooted, area_uid, written, 10 * second).proof == ProofClass::none);
+  CHECK(judge_death(after_boot, rebooted, area_uid, written, std::chrono::seconds(10)).proof == ProofClass::none);
   CHECK(judge(dead_process(100), unknown).proof == ProofClass::certain);
 }
 
@@ -770,10 +770,10 @@ TEST_CASE("real processes: this one is alive, a reaped child is dead, an unreape
   // This test process stands in for an Apnea (doctest_main.cc maps a file named node).
   REQUIRE(self.info->runtime_sign);
   CHECK(self.info->runtime_sign->starts_with("maps node"));
-  CHECK(judge_death(self, steady, ::getuid(), now, default_reuse_tolerance_ns).proof == ProofClass::none);
+  CHECK(judge_death(self, steady, ::getuid(), now, default_reuse_tolerance).proof == ProofClass::none);
   // An owner record written long before this process started: the pid was reused.
   CHECK(judge_death(self, steady, ::getuid(), self.info->start_time_ns - 60 * second,
-                    default_reuse_tolerance_ns).reason == DeathProof::pid_reused);
+                    default_reuse_tolerance).reason == DeathProof::pid_reused);
 
   pid_t child = ::fork();
   if (child == 0) ::_exit(0);
@@ -785,13 +785,13 @@ TEST_CASE("real processes: this one is alive, a reaped child is dead, an unreape
   REQUIRE(zombie.info);
   CHECK(zombie.info->state == 'Z');
   CHECK(zombie.info->threads == 1);
-  CHECK(judge_death(zombie, steady, ::getuid(), now, default_reuse_tolerance_ns).reason ==
+  CHECK(judge_death(zombie, steady, ::getuid(), now, default_reuse_tolerance).reason ==
         DeathProof::zombie);
   CHECK(apnea_alive(zombie));
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   ProcessFacts reaped = gather_process(system, child, &view);
-  const DeathJudgement gone = judge_death(reaped, steady, ::getuid(), now, default_reuse_tolerance_ns);
+  const DeathJudgement gone = judge_death(reaped, steady, ::getuid(), now, default_reuse_tolerance);
   CHECK(gone.reason == DeathProof::pid_dead);
   CHECK(gone.proof == ProofClass::certain);
   CHECK_FALSE(apnea_alive(reaped));

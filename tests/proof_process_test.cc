@@ -125,14 +125,14 @@ TEST_CASE("a leader that called pthread_exit while another thread runs is alive,
   // The real clock may have stepped since boot: judge on a healthy host, with real facts.
   const HostFacts host = healthy_host(real_system().boot_time_ns());
   const DeathJudgement judged =
-      judge_death(facts, host, ::getuid(), written, default_reuse_tolerance_ns);
+      judge_death(facts, host, ::getuid(), written, default_reuse_tolerance);
   CHECK(judged.reason == DeathProof::none);
   CHECK(judged.proof == ProofClass::none);
   REQUIRE(judged.blocker);
   CHECK(judged.blocker->pid == child);
   // And with the real host's facts too: no proof either way.
   CHECK(judge_death(facts, gather_host(real_system(), "/tmp"), ::getuid(), written,
-                    default_reuse_tolerance_ns)
+                    default_reuse_tolerance)
             .proof == ProofClass::none);
 
   // Released, its last thread exits: now it is a zombie (Threads: 1) until reaped.
@@ -142,7 +142,7 @@ TEST_CASE("a leader that called pthread_exit while another thread runs is alive,
   const ProcessFacts gone = gather_process(real_system(), child, &view);
   REQUIRE(gone.info);
   CHECK(gone.info->threads == 1);
-  CHECK(judge_death(gone, host, ::getuid(), written, default_reuse_tolerance_ns).reason ==
+  CHECK(judge_death(gone, host, ::getuid(), written, default_reuse_tolerance).reason ==
         DeathProof::zombie);
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
@@ -227,7 +227,7 @@ TEST_CASE("an Apnea in another PID namespace keeps its in-namespace pid alive") 
   const ProcessFacts blind = gather_process(real_system(), double(inner), nullptr);
   CHECK(blind.signal_errno == ESRCH);
   CHECK_FALSE(apnea_alive(blind));
-  const DeathJudgement guess = judge_death(blind, host, ::getuid(), written, default_reuse_tolerance_ns);
+  const DeathJudgement guess = judge_death(blind, host, ::getuid(), written, default_reuse_tolerance);
   CHECK(guess.reason == DeathProof::pid_dead);
   CHECK(guess.proof == ProofClass::evidence);
   CHECK(guess.uses_visibility);
@@ -243,7 +243,7 @@ TEST_CASE("an Apnea in another PID namespace keeps its in-namespace pid alive") 
   CHECK(carrier.nspid.front() == carrier.pid);
   CHECK(carrier.pid != inner);
   CHECK(carrier.uids_known);
-  const DeathJudgement judged = judge_death(facts, host, ::getuid(), written, default_reuse_tolerance_ns);
+  const DeathJudgement judged = judge_death(facts, host, ::getuid(), written, default_reuse_tolerance);
   CHECK(judged.reason != DeathProof::pid_dead);
   CHECK(judged.proof == ProofClass::none);
   REQUIRE(judged.blocker);

@@ -27,7 +27,7 @@ struct Area {
   std::string dir = temp / "locks";
   std::string lock_name = fake_lock_name("repo");
   std::string lock = dir + "/" + lock_name;
-  RepairPolicy policy;
+  RepairSettings policy;
 
   Area() {
     make_dir(dir);
@@ -133,15 +133,15 @@ TEST_CASE("decide: section 10's table; nothing naming a pid not proven dead, und
     verdict.age_ns = 60 * minute;
     verdict.guard_checked = true;
     verdict.reason = "r";
-    const Decision plain = decide(facts, verdict, RemovalFlags{false, 5 * minute}, now);
-    const Decision forced = decide(facts, verdict, RemovalFlags{true, 5 * minute}, now);
+    const Decision plain = decide(facts, verdict, RemovalFlags{false, std::chrono::minutes(5)}, now);
+    const Decision forced = decide(facts, verdict, RemovalFlags{true, std::chrono::minutes(5)}, now);
     CHECK(plain.action == c.without_force);
     CHECK(forced.action == c.with_force);
     CHECK_FALSE(plain.why.empty());
     if (plain.action == A::refuse) CHECK_FALSE(plain.next_step.empty());
     if (forced.action == A::remove && plain.action != A::remove) CHECK_FALSE(forced.trusts.empty());
     // The fix command is the one reclaim that would act.
-    const auto fix = fix_command(facts, verdict, nullptr, RemovalFlags{false, 5 * minute}, plain, now,
+    const auto fix = fix_command(facts, verdict, nullptr, RemovalFlags{false, std::chrono::minutes(5)}, plain, now,
                                  FixContext{}).argv;
     if (c.without_force == A::remove) CHECK(fix == std::vector<std::string>{"apnea-locks", "reclaim", "/area/x"});
     else if (c.with_force == A::remove)
@@ -152,19 +152,19 @@ TEST_CASE("decide: section 10's table; nothing naming a pid not proven dead, und
     Verdict remote = verdict;
     remote.death.remote_filesystem = true;
     if (c.role != R::unknown)
-      CHECK(decide(facts, remote, RemovalFlags{true, 5 * minute}, now).action != A::remove);
+      CHECK(decide(facts, remote, RemovalFlags{true, std::chrono::minutes(5)}, now).action != A::remove);
     if (c.record == pidless && c.role != R::reclaim_guard) {
       EntryFacts young = facts;
       young.stat->ctime_ns = now - minute;
-      CHECK(decide(young, verdict, RemovalFlags{true, 5 * minute}, now).action != A::remove);
+      CHECK(decide(young, verdict, RemovalFlags{true, std::chrono::minutes(5)}, now).action != A::remove);
     }
     if (c.role == R::reclaim_guard) {
       Verdict paused = verdict;
       paused.guard_blocker = ProcessInfo{'T', 42, ::getuid(), 0, "apnea"};
-      CHECK(decide(facts, paused, RemovalFlags{true, 5 * minute}, now).action == A::refuse);
+      CHECK(decide(facts, paused, RemovalFlags{true, std::chrono::minutes(5)}, now).action == A::refuse);
       Verdict unchecked = verdict;
       unchecked.guard_checked = false;
-      CHECK(decide(facts, unchecked, RemovalFlags{true, 5 * minute}, now).action == A::refuse);
+      CHECK(decide(facts, unchecked, RemovalFlags{true, std::chrono::minutes(5)}, now).action == A::refuse);
     }
   }
 }
@@ -506,8 +506,8 @@ TEST_CASE("crash injection: reclaim abandoned after every step is explained and 
     // completes: guards first, then the lock, then debris, as reclaim orders them.
     Area& again = a;
     again.system.crash_after.reset();
-    again.policy.settings.judge.guard_threshold_ns = 0;
-    again.policy.settings.flags.guard_age_ns = 0;
+    again.policy.settings.judge.guard_threshold = {};
+    again.policy.settings.flags.guard_age = {};
     std::vector<std::string> names = again.entries();
     std::stable_sort(names.begin(), names.end(), [](const std::string& x, const std::string& y) {
       auto rank = [](const std::string& n) {

@@ -316,7 +316,7 @@ TEST_CASE("SIGKILL of run leaves a lock whose owner is provably dead; run report
   CHECK(facts.signal_errno == ESRCH);
   CHECK_FALSE(apnea_alive(facts));
   CHECK(judge_death(facts, gather_host(real_system(), scratch.locks), ::getuid(),
-                    read.owner_stat->mtime_ns, default_reuse_tolerance_ns)
+                    read.owner_stat->mtime_ns, default_reuse_tolerance)
             .reason == DeathProof::pid_dead);
 
   // `status` explains it: stale, reason pid-dead, with run's pid.

@@ -273,7 +273,7 @@ TEST_CASE("a lock that changes on every read is reported as changing, not malfor
   const EntryFacts& facts = seen.at(name);
   CHECK(facts.kept_changing);
   CHECK(replaced == 1 + default_reread_limit);
-  ClassifyPolicy policy;
+  JudgingSettings policy;
   policy.area_uid = system.uid();
   Verdict verdict = classify(facts, policy, nullptr);
   CHECK(verdict.state == EntryState::in_flight);

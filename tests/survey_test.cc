@@ -300,11 +300,11 @@ void fill_mixed_area(const std::string& dir, int n) {
 /// A guard age above every guard fill_mixed_area makes (the oldest is an hour): no guard is
 /// old enough for the survey to read the machine's paused processes, which other tests
 /// running at the same time stop and resume, so every survey sees the same facts.
-constexpr std::int64_t hermetic_guard_age_ns = 7'200'000'000'000;
+constexpr std::chrono::nanoseconds hermetic_guard_age = std::chrono::hours(2);
 
-/// The settings of a --force survey of `dir` now, with hermetic_guard_age_ns.
+/// The settings of a --force survey of `dir` now, with hermetic_guard_age.
 SurveySettings hermetic_settings(const std::string& dir) {
-  return survey_settings(real_system(), dir, default_reuse_tolerance_ns, hermetic_guard_age_ns, true);
+  return survey_settings(real_system(), dir, Windows{.guard_age = hermetic_guard_age}, true);
 }
 
 /// A real area of `n` mixed entries (fill_mixed_area) in a folder of its own.
@@ -382,7 +382,7 @@ TEST_CASE("host facts read when needed: never for an empty area, before the firs
   make_dir(dir);
   system.staged_area = dir;
   const SurveySettings pending =
-      survey_settings(system, dir, default_reuse_tolerance_ns, default_guard_age_ns, false, HostRead::when_needed);
+      survey_settings(system, dir, Windows{}, false, HostRead::when_needed);
   CHECK(pending.host_pending);
   CHECK(system.namespace_inode_reads == 0);
   LabelIndex labels;
@@ -411,7 +411,7 @@ TEST_CASE("host facts read when needed: never for an empty area, before the firs
   REQUIRE(survey_area(system, dir, pending, labels, {}, visit));
   CHECK(system.namespace_inode_reads > before);
   const SurveySettings eager =
-      survey_settings(system, dir, default_reuse_tolerance_ns, default_guard_age_ns, false, HostRead::now);
+      survey_settings(system, dir, Windows{}, false, HostRead::now);
   CHECK_FALSE(eager.host_pending);
   REQUIRE(survey_area(system, dir, eager, labels, {}, visit));
   REQUIRE(states.size() == 2);

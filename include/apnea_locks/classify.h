@@ -1,6 +1,7 @@
 // Judging one entry of the lock area: facts in, verdicts out. Pure: no system calls.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,16 +44,16 @@ enum class GuardState { none, in_flight, leftover };
 /// "none", "in-flight" or "leftover".
 std::string_view guard_state_name(GuardState state);
 
-/// The default `guard_threshold_ns`: 5 minutes, the default `--guard-age`.
-inline constexpr std::int64_t default_guard_threshold_ns = 300'000'000'000;
+/// The default `guard_threshold`: 5 minutes, the default `--guard-age`.
+inline constexpr std::chrono::nanoseconds default_guard_threshold = std::chrono::minutes(5);
 
 /// Settings shared by every entry judged in one pass.
-struct ClassifyPolicy {
+struct JudgingSettings {
   std::int64_t now_ns = 0;
   std::uint32_t area_uid = 0;  ///< the uid the lock area belongs to
-  std::int64_t reuse_tolerance_ns = default_reuse_tolerance_ns;
+  std::chrono::nanoseconds reuse_tolerance = default_reuse_tolerance;  ///< --tolerance
   /// Reclaim guards, and malformed candidates and tombstones, younger than this are in flight.
-  std::int64_t guard_threshold_ns = default_guard_threshold_ns;
+  std::chrono::nanoseconds guard_threshold = default_guard_threshold;
   /// The host the proofs rest on (gather_host); the default knows nothing, so no proof
   /// judged on it is certain.
   HostFacts host;
@@ -74,17 +75,18 @@ struct ClassifyPolicy {
 /// directory's and owner.json's statx: owner.json's birth time and ctime more than
 /// a window apart, the directory born more than the window before owner.json (or after it),
 /// or owner.json's ctime later than the directory's ctime plus the window. The window is
-/// `tolerance_ns` but never more than the default 2 s: a wider --tolerance makes fewer
+/// `tolerance` but never more than the default 2 s: a wider --tolerance makes fewer
 /// pid-reused proofs, and must never make a rewritten record look unchanged (no flag makes
 /// removal more likely by widening a window). Where the filesystem gives no birth time, only
 /// the last test is made. False when either stat is missing. Pure.
-bool record_changed(const FileStat& directory, const FileStat& owner_file, std::int64_t tolerance_ns);
+bool record_changed(const FileStat& directory, const FileStat& owner_file,
+                    std::chrono::nanoseconds tolerance);
 
 /// True when `facts`'s entry may be removed (with --force) only while no possible owner is
 /// alive (PROTOCOL.md section 10): its owner record changed after it was published
 /// (record_changed), or it is a lock whose record is malformed, or its record names no pid.
-/// Judging it then needs the possible owners (ClassifyPolicy::runtimes).
-bool needs_possible_owners(const EntryFacts& facts, const ClassifyPolicy& policy);
+/// Judging it then needs the possible owners (JudgingSettings::runtimes).
+bool needs_possible_owners(const EntryFacts& facts, const JudgingSettings& settings);
 
 
 /// A guard's age as status shows it (leftover or in flight): now minus its mtime. Removal
@@ -144,9 +146,9 @@ struct Verdict {
   std::vector<ProcessInfo> operator_cleared;
 };
 
-/// Judges `facts` under `policy`; `label` (may be null) names the entry's repository or
+/// Judges `facts` under `settings`; `label` (may be null) names the entry's repository or
 /// home. Pure. What to do with it is the policy's (decide, fix_command: policy.h).
-Verdict classify(const EntryFacts& facts, const ClassifyPolicy& policy, const EntryLabel* label);
+Verdict classify(const EntryFacts& facts, const JudgingSettings& settings, const EntryLabel* label);
 
 /// Quotes `word` for a POSIX shell when it needs quoting (else returns it unchanged): in
 /// single quotes, or as `$'...'` (bash, POSIX 2024) with `\xHH` escapes when it holds a

@@ -3,6 +3,7 @@
 // one fix command. Pure: no system calls. Every command takes its decision from here.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,7 +15,7 @@
 namespace apnea_locks {
 
 /// The default `--guard-age`: 5 minutes (a working guard lives for milliseconds).
-inline constexpr std::int64_t default_guard_age_ns = default_guard_threshold_ns;
+inline constexpr std::chrono::nanoseconds default_guard_age = default_guard_threshold;
 
 /// What reclaim does with an entry.
 enum class PlanAction { keep, remove, refuse };
@@ -37,7 +38,7 @@ std::string_view removal_name(RemovalKind kind);
 /// The flags a decision depends on.
 struct RemovalFlags {
   bool force = false;
-  std::int64_t guard_age_ns = default_guard_age_ns;
+  std::chrono::nanoseconds guard_age = default_guard_age;
 };
 
 /// The one fix command: the `apnea-locks reclaim` that would remove an entry, with

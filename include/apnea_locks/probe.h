@@ -7,6 +7,7 @@
 // alive": an unknown field never supports a proof.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -155,7 +156,7 @@ struct DeathJudgement {
   bool uses_runtime = false;
   /// The tolerance the clock proofs used (at least 1 s): with the 60 s of the void-clock
   /// test, the band of forward clock steps that would fake them.
-  std::int64_t tolerance_ns = 0;
+  std::chrono::nanoseconds tolerance{0};
   bool clock_void = false;       ///< a clock proof was seen but the clock stepped: not counted
   bool remote_filesystem = false;///< the area is not on a local filesystem: never removable
   /// The carrier the operator's word excluded (proof operator_word), when one was.
@@ -194,17 +195,17 @@ struct DeathJudgement {
 /// - when the namespace view was not read (`facts.namespace_view_read` false) nested
 ///   namespaces' carriers are unknown, so every proof but pid-out-of-range is at most
 ///   evidence with `uses_visibility`: pass the view when certainty is wanted;
-/// - `tolerance_ns` is at least 1 s (smaller values count as 1 s);
+/// - `tolerance` is at least 1 s (smaller values count as 1 s);
 /// - a pid that is not an integer >= 1 is no pid: none.
 ///
 /// `not_owners` (the operator's word) excludes each carrier it names (names_process) with
 /// proof operator_word, evidence only; a carrier of a named pid with another start time is
 /// not excluded and is recorded as `word_mismatch`.
 DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std::uint32_t area_uid,
-                           std::int64_t written_ns, std::int64_t tolerance_ns,
+                           std::int64_t written_ns, std::chrono::nanoseconds tolerance,
                            std::span<const NotOwner> not_owners = {});
 
-/// The default tolerance for `pid-reused`: 2 s.
-inline constexpr std::int64_t default_reuse_tolerance_ns = 2'000'000'000;
+/// The default tolerance for `pid-reused` (`--tolerance`): 2 s.
+inline constexpr std::chrono::nanoseconds default_reuse_tolerance = std::chrono::seconds(2);
 
 }  // namespace apnea_locks

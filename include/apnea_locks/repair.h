@@ -36,7 +36,7 @@ struct RepairResult {
 };
 
 /// Settings of one reclaim run.
-struct RepairPolicy {
+struct RepairSettings {
   SurveySettings settings;      ///< the same judgement and flags the plan was made with
   bool keep_tombstone = false;  ///< leave the renamed lock as a tombstone for forensics
   std::string resource;         ///< what Apnea's messages call the lock's resource
@@ -59,6 +59,6 @@ struct RepairPolicy {
 /// guard is rmdir'ed. Anything changed is left alone and reported. Every removal (and every
 /// lock renamed to a tombstone) is recorded in the system log (audit.h) once it is done.
 RepairResult execute_repair(System& system, const EntryFacts& facts, const Decision& decision,
-                            const RepairPolicy& policy);
+                            const RepairSettings& repair);
 
 }  // namespace apnea_locks

@@ -25,9 +25,15 @@ enum class HostRead {
   when_needed,  ///< by survey_area once it has an entry to judge (never for an empty area)
 };
 
+/// The two windows a survey judges and decides with.
+struct Windows {
+  std::chrono::nanoseconds tolerance = default_reuse_tolerance;  ///< --tolerance (pid-reused)
+  std::chrono::nanoseconds guard_age = default_guard_age;        ///< --guard-age
+};
+
 /// Everything a survey judges and decides with.
 struct SurveySettings {
-  ClassifyPolicy judge;  ///< now, area uid, tolerance, guard age, host facts
+  JudgingSettings judge;  ///< now, area uid, tolerance, guard age, host facts
   RemovalFlags flags;    ///< the flags the decisions are for (reclaim's; status: none)
   FixContext fix;        ///< what the fix command repeats
   /// How many threads gather and judge entries at once (survey_area; the visits stay in
@@ -60,10 +66,9 @@ struct Judgement {
 };
 
 /// The settings for a survey of `directory` now: the host facts read once (at once, or
-/// when first needed), --guard-age and --tolerance (nanoseconds; their texts, when given,
-/// repeated by fix commands).
-SurveySettings survey_settings(System& system, const std::string& directory,
-                               std::int64_t tolerance_ns, std::int64_t guard_age_ns,
+/// when first needed), and `windows` (the fix context, for the texts fix commands repeat,
+/// is the caller's).
+SurveySettings survey_settings(System& system, const std::string& directory, Windows windows,
                                bool force, HostRead host = HostRead::now);
 
 /// `settings` with the host facts of `directory` read, if they were still pending.
@@ -77,7 +82,7 @@ std::pair<Verdict, Decision> judge_entry(const EntryFacts& facts, const SurveySe
 
 /// True when judging `facts` needs the paused processes: the entry is a reclaim guard, or
 /// has one, at least the guard threshold old (only such a guard's holder is looked for).
-bool needs_paused_processes(const EntryFacts& facts, const ClassifyPolicy& policy);
+bool needs_paused_processes(const EntryFacts& facts, const JudgingSettings& settings);
 
 /// The one way every command judges an entry of one area: gathered (or given), judged with
 /// the paused processes when it needs them (read once, on first need), decided, and its fix

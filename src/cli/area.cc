@@ -238,17 +238,18 @@ unsigned default_jobs() {
   return static_cast<unsigned>(std::clamp(count, 1, static_cast<int>(max_jobs)));
 }
 
-std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
+std::expected<SurveySettings, std::string> judging_settings(System& system, const LockArea& area,
                                                           const TimingOptions& timing, bool force,
                                                           HostRead host) {
-  SurveySettings settings = survey_settings(system, area.directory, timing.tolerance_ns,
-                                            timing.guard_age_ns, force, host);
+  const Windows windows{.tolerance = std::chrono::nanoseconds(timing.tolerance_ns),
+                        .guard_age = std::chrono::nanoseconds(timing.guard_age_ns)};
+  SurveySettings settings = survey_settings(system, area.directory, windows, force, host);
   if (area.explicit_directory) {
     settings.fix.lock_dir = area.directory;
   }
-  if (timing.guard_age_ns != default_guard_age_ns)
+  if (windows.guard_age != default_guard_age)
     settings.fix.guard_age = duration_text(timing.guard_age_ns);
-  if (timing.tolerance_ns != default_tolerance_ns)
+  if (windows.tolerance != default_reuse_tolerance)
     settings.fix.tolerance = duration_text(timing.tolerance_ns);
   settings.jobs = timing.jobs != 0 ? timing.jobs : default_jobs();
   return settings;

@@ -121,8 +121,8 @@ std::expected<Labels, std::string> build_labels(System& system, const LockArea& 
 
 /// The timing options of a judging command, range-checked when the command line is parsed.
 struct TimingOptions {
-  std::int64_t tolerance_ns = default_tolerance_ns;
-  std::int64_t guard_age_ns = default_guard_age_ns;
+  std::int64_t tolerance_ns = default_reuse_tolerance.count();  ///< parsed: Windows (survey.h)
+  std::int64_t guard_age_ns = default_guard_age.count();
   unsigned jobs = 0;  ///< --jobs: threads gathering entries; 0 = one per CPU we may run on
 };
 
@@ -141,7 +141,7 @@ void add_timing_options(po::options_description& options, TimingOptions& timing,
 /// The survey settings for a pass over `area` now (host facts read once: at once, or by the
 /// survey when it has something to judge), deciding for `reclaim` with `force`. (The timing
 /// options were checked when they were parsed: this does not fail today.)
-std::expected<SurveySettings, std::string> judging_policy(System& system, const LockArea& area,
+std::expected<SurveySettings, std::string> judging_settings(System& system, const LockArea& area,
                                                           const TimingOptions& timing,
                                                           bool force = false,
                                                           HostRead host = HostRead::now);

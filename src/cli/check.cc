@@ -354,7 +354,7 @@ struct Pass {
 
 /// Judges `area` as check does; `user` (may be null) names the account (--all-users).
 Pass judge_pass(System& system, const LockArea& area, const CheckOptions& o, const Thresholds& t,
-                const Labels& labels, const SurveySettings& policy, const std::string* user) {
+                const Labels& labels, const SurveySettings& settings, const std::string* user) {
   Pass pass;
   Findings& findings = pass.findings;
   std::optional<std::string>& problem = pass.problem;
@@ -413,7 +413,7 @@ Pass judge_pass(System& system, const LockArea& area, const CheckOptions& o, con
     };
     auto judged = check.problem == AreaProblem::missing
                       ? SysResult<std::size_t>(0)
-                      : judge_area(system, area.directory, policy, labels.index,
+                      : judge_area(system, area.directory, settings, labels.index,
                                    labels.repo_locks, visit);
     if (!judged) {
       status = unknown;
@@ -489,11 +489,11 @@ AccountReport judge_account(const AccountArea& area, const CheckOptions& o, cons
   };
   auto labels = build_labels(own, mine, o.labels);
   if (!labels) return failed(labels.error());
-  auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
-  if (!policy) return failed(policy.error());
-  policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
-  policy->fix.user = user;
-  Pass pass = judge_pass(own, mine, o, t, *labels, *policy, &user);
+  auto settings = judging_settings(own, mine, o.timing, false, HostRead::when_needed);
+  if (!settings) return failed(settings.error());
+  settings->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
+  settings->fix.user = user;
+  Pass pass = judge_pass(own, mine, o, t, *labels, *settings, &user);
   report.status = pass.status;
   report.area_safe = pass.area_safe;
   report.scrape_success = pass.scrape_success;
@@ -627,18 +627,18 @@ int check_one_area(System& system, const CheckOptions& o, const Thresholds& t) {
   if (!labels) return unknown_line(labels.error());
   // -vvv prints the host facts the judgements rest on: read at once then, so the line shows
   // the very facts judged; otherwise only when the area has something to judge.
-  auto policy = judging_policy(system, area, o.timing, false,
+  auto settings = judging_settings(system, area, o.timing, false,
                                o.verbosity >= 3 ? HostRead::now : HostRead::when_needed);
-  if (!policy) return unknown_line("usage: " + policy.error());
+  if (!settings) return unknown_line("usage: " + settings.error());
 
-  const Pass pass = judge_pass(system, area, o, t, *labels, *policy, nullptr);
+  const Pass pass = judge_pass(system, area, o, t, *labels, *settings, nullptr);
   MetricsReport metrics = area_metrics(area.directory);
   metrics.area_safe = pass.area_safe;
   metrics.scrape_success = pass.scrape_success;
   if (pass.listed) metrics.summary = &pass.findings.summary;
   metrics.check_status = pass.status;
   return report_check(system, o, {metrics}, pass.status,
-                      [&] { print_area(pass, area, o, t, policy->judge.host); });
+                      [&] { print_area(pass, area, o, t, settings->judge.host); });
 }
 
 }  // namespace

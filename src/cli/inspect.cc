@@ -415,7 +415,7 @@ std::expected<Inspection, int> inspect(System& system, const InspectOptions& o, 
   LabelIndex& labels = built->index;
   if (!o.repo.empty()) (void)labels.add_repository(system, o.repo);
   if (!o.home.empty()) (void)labels.add_home(system, o.home);
-  auto settings = judging_policy(system, in.area, o.timing);
+  auto settings = judging_settings(system, in.area, o.timing);
   if (!settings) return fail(exit_usage, settings.error());
   in.now_ns = settings->judge.now_ns;
   in.check = check_lock_area(system, in.area);

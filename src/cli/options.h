@@ -98,9 +98,6 @@ inline constexpr DurationRange guard_age_range{ns_per_minute, 30 * ns_per_day};
 inline constexpr DurationRange lock_age_range{ns_per_second, 365 * ns_per_day};  ///< --warn-age, --crit-age
 inline constexpr DurationRange wait_range{0, 30 * ns_per_day};                   ///< run --wait
 
-/// The defaults of the timing options.
-inline constexpr std::int64_t default_tolerance_ns = default_reuse_tolerance_ns;
-using apnea_locks::default_guard_age_ns;  // policy.h
 
 /// Parses the value of a duration option: exactly `[0-9]+[smhd]?` (a bare number is
 /// seconds), in nanoseconds, checked against [min_ns, max_ns]. Anything else (`1e3`,

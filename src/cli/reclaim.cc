@@ -465,7 +465,7 @@ struct Outcomes {
 
 /// Carries out each target's decision (a removal only when `proceed`, through execute_repair,
 /// which re-validates under the guard), printing what it does unless --json.
-Outcomes carry_out(System& system, const ReclaimOptions& o, RepairPolicy& policy,
+Outcomes carry_out(System& system, const ReclaimOptions& o, RepairSettings& repair,
                    std::vector<Target>& targets, bool proceed) {
   Outcomes done;
   for (Target& t : targets) {
@@ -473,13 +473,13 @@ Outcomes carry_out(System& system, const ReclaimOptions& o, RepairPolicy& policy
       t.result.outcome = t.decision.action == PlanAction::refuse ? RepairOutcome::refused : RepairOutcome::skipped;
       t.result.detail = t.decision.why;
     } else {
-      policy.resource = resource_of(t);
+      repair.resource = resource_of(t);
       // The ticket's record of what is removed, printed before it is.
       if (!o.json && t.facts.parsed.role == EntryRole::lock)
         say("reclaiming {}: {}{}proof {}{}", t.facts.path, owner_text(t.facts),
             owner_text(t.facts).empty() ? "" : "; ", t.decision.why, trusts_text(t.decision));
       std::fflush(stdout);
-      t.result = execute_repair(system, t.facts, t.decision, policy);
+      t.result = execute_repair(system, t.facts, t.decision, repair);
       if (!o.json) print_result_line(t, o.keep_tombstone);
     }
     const RepairOutcome outcome = t.result.outcome;
@@ -564,7 +564,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   const AreaCheck check = check_lock_area(system, area);
   if (!check.safe() && check.problem != AreaProblem::missing)
     return fail(exit_unsafe, check.message()).error();
-  auto settings = judging_policy(system, area, o.timing, o.force);
+  auto settings = judging_settings(system, area, o.timing, o.force);
   if (!settings) return fail(exit_usage, settings.error()).error();
   settings->judge.not_owners = o.not_owners;
   auto targets = survey_targets(system, o, area, check, *settings, *request);
@@ -576,12 +576,12 @@ int reclaim_command(const std::vector<std::string>& args) {
     for (const Target& t : *targets) print_plan_line(t, o.dry_run);
   auto proceed = removals_confirmed(system, o, removals);
   if (!proceed) return proceed.error();
-  RepairPolicy policy;
-  policy.settings = *settings;
-  policy.keep_tombstone = o.keep_tombstone;
-  policy.acting_uid = invoking_uid;
-  policy.acted_for = o.area.user;
-  const Outcomes done = carry_out(system, o, policy, *targets, *proceed);
+  RepairSettings repair;
+  repair.settings = *settings;
+  repair.keep_tombstone = o.keep_tombstone;
+  repair.acting_uid = invoking_uid;
+  repair.acted_for = o.area.user;
+  const Outcomes done = carry_out(system, o, repair, *targets, *proceed);
 
   const bool found = o.all || std::any_of(targets->begin(), targets->end(), [](const Target& t) {
                        return t.facts.stat.has_value();

@@ -362,7 +362,7 @@ RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   const std::string directory = node_dirname(target.lock_path);
   const std::string name = target.lock_path.substr(target.lock_path.rfind('/') + 1);
   SurveySettings settings =
-      survey_settings(system, directory, default_reuse_tolerance_ns, default_guard_age_ns, false);
+      survey_settings(system, directory, Windows{}, false);
   if (options.lock_dir) settings.fix.lock_dir = *options.lock_dir;
   const EntryLabel label{target.kind, target.root};
   EntryJudge judge(system, directory, settings);
@@ -451,8 +451,7 @@ std::optional<LockError> held_elsewhere(System& system, const LockTarget& target
   const std::string name = target.lock_path.substr(target.lock_path.rfind('/') + 1);
   for (const std::string& area : areas) {
     if (!check_area(system, area, system.uid(), true).safe()) continue;  // never read through it
-    const SurveySettings settings = survey_settings(system, area, default_reuse_tolerance_ns,
-                                                    default_guard_age_ns, false);
+    const SurveySettings settings = survey_settings(system, area, Windows{}, false);
     EntryJudge judge(system, area, settings);
     const Judgement judged = judge.entry(name, nullptr);
     if (!judged.facts.stat || judged.decision.action == PlanAction::remove) continue;

@@ -481,10 +481,10 @@ AccountReport survey_account(const AccountArea& area, const StatusOptions& o,
   if (!labels) return failed(labels.error());
   Filter own_filter = filter;
   own_filter.locks = labels->repo_locks;
-  auto policy = judging_policy(own, mine, o.timing, false, HostRead::when_needed);
-  if (!policy) return failed(policy.error());
-  policy->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
-  policy->fix.user = user;
+  auto settings = judging_settings(own, mine, o.timing, false, HostRead::when_needed);
+  if (!settings) return failed(settings.error());
+  settings->fix.lock_dir.reset();  // the fix acts for the account: reclaim --user NAME
+  settings->fix.user = user;
   const AreaCheck check = check_lock_area(own, mine);
   report.check = std::string(check.name());
   report.message = check.message();
@@ -506,8 +506,8 @@ AccountReport survey_account(const AccountArea& area, const StatusOptions& o,
     show(rendered);
   };
   if (!check.safe()) {
-    judge_absent_locks(own, mine.directory, *policy, labels->index, own_filter.locks, visit);
-  } else if (auto scanned = judge_area(own, mine.directory, *policy, labels->index,
+    judge_absent_locks(own, mine.directory, *settings, labels->index, own_filter.locks, visit);
+  } else if (auto scanned = judge_area(own, mine.directory, *settings, labels->index,
                                        own_filter.locks, visit)) {
     summary.scanned = *scanned;
   } else {
@@ -644,7 +644,7 @@ int usage_error(std::string_view message) {
 struct StatusArea {
   LockArea area;
   Labels labels;
-  SurveySettings policy;
+  SurveySettings settings;
 };
 
 /// Opens the area the options name (--lock-dir, --user, LOCKPATH), adding the locks of
@@ -668,9 +668,9 @@ std::expected<StatusArea, int> open_status_area(System& system, const StatusOpti
   }
   filter.locks = labels->repo_locks;
   filter.locks.insert(lock_names->begin(), lock_names->end());
-  auto policy = judging_policy(system, area, o.timing, false, HostRead::when_needed);
-  if (!policy) return std::unexpected(usage_error(policy.error()));
-  return StatusArea{std::move(area), std::move(*labels), std::move(*policy)};
+  auto settings = judging_settings(system, area, o.timing, false, HostRead::when_needed);
+  if (!settings) return std::unexpected(usage_error(settings.error()));
+  return StatusArea{std::move(area), std::move(*labels), std::move(*settings)};
 }
 
 /// Surveys one area: entries shown as they are judged, then the summary, hints, metrics.
@@ -705,7 +705,7 @@ int status_one_area(System& system, const StatusOptions& o, const Presentation& 
   const Labels& labels = opened.labels;
   if (check.safe()) {
     auto scanned =
-        judge_area(system, area.directory, opened.policy, labels.index, filter.locks, show);
+        judge_area(system, area.directory, opened.settings, labels.index, filter.locks, show);
     if (scanned)
       summary.scanned = *scanned;
     else
@@ -713,7 +713,7 @@ int status_one_area(System& system, const StatusOptions& o, const Presentation& 
                           errno_text(scanned.error()));
   } else {
     // No area yet: a --repo's (or LOCKPATH's) lock is free.
-    judge_absent_locks(system, area.directory, opened.policy, labels.index, filter.locks, show);
+    judge_absent_locks(system, area.directory, opened.settings, labels.index, filter.locks, show);
   }
   output.end(area, check, summary, hints.hints(), error);
   if (error) {

@@ -2,6 +2,7 @@
 // Not part of the library's interface (not installed); for src/ and the tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,7 +24,7 @@ inline constexpr std::uint64_t initial_time_namespace_inode = 4026531834;
 inline constexpr std::int64_t pid_max_limit = 4194304;
 
 /// The smallest tolerance for `pid-reused`: 1 s.
-inline constexpr std::int64_t minimum_reuse_tolerance_ns = 1'000'000'000;
+inline constexpr std::chrono::nanoseconds minimum_reuse_tolerance = std::chrono::seconds(1);
 
 /// The statfs magic numbers section 9 calls local: tmpfs, ext2/3/4, xfs, btrfs, f2fs, zfs,
 /// bcachefs, overlay.
