@@ -1,2 +1,6 @@
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
+// main() for the test programs (tests/meson.build): doctest, failing a filter that matches
+// no test case (doctest_run.h).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include "doctest_run.h"
+
+int main(int argc, char** argv) { return run_filtered_tests(argc, argv); }

@@ -1,7 +1,7 @@
 // main() for test programs that need the reference implementation: without
 // APNEA_REFERENCE they report "skipped" to meson (exit 77) instead of passing vacuously.
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
+#include "doctest_run.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +14,5 @@ int main(int argc, char** argv) {
                  "(point it at shared/peer/apnea-peer) ***\n\n");
     return 77;
   }
-  doctest::Context context(argc, argv);
-  return context.run();
+  return run_filtered_tests(argc, argv);
 }
