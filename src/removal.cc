@@ -20,7 +20,7 @@ namespace apnea_locks {
 using detail::config_error;
 using detail::ReclaimExpectation;
 using detail::ReclaimOutcome;
-using detail::entry_unremovable;
+using detail::entry_removable;
 using detail::operation_locked;
 using detail::random_uuid;
 using detail::remove_entry;
@@ -66,30 +66,41 @@ SysResult<AreaOf> open_area_of(System& system, const std::string& path) {
   return area;
 }
 
-/// entry_unremovable's checks on `name` in `area`; when `remove`, then the removal itself.
-std::optional<std::string> check_and_remove(System& system, const DirRef& area, const std::string& name,
-                                            const FileStat& judged, bool remove) {
+/// Why an entry was not removed (check_and_remove's error).
+std::unexpected<std::string> not_removed(std::string why) {
+  return std::unexpected(std::move(why));
+}
+
+/// entry_removable's checks on `name` in `area`; when `remove`, then the removal itself.
+/// Why it was not removed (or is not removable), as the error.
+std::expected<void, std::string> check_and_remove(System& system, const DirRef& area,
+                                                  const std::string& name, const FileStat& judged,
+                                                  bool remove) {
   auto opened = system.open_directory_in(area, name);
   if (!opened) {
-    if (is(opened.error(), std::errc::no_such_file_or_directory)) return "it is already gone";
-    if (is(opened.error(), std::errc::too_many_symbolic_link_levels)) return "it is a symlink now";
-    return fmt::format("cannot open it: {}", errno_text(opened.error()));
+    if (is(opened.error(), std::errc::no_such_file_or_directory))
+      return not_removed("it is already gone");
+    if (is(opened.error(), std::errc::too_many_symbolic_link_levels))
+      return not_removed("it is a symlink now");
+    return not_removed(fmt::format("cannot open it: {}", errno_text(opened.error())));
   }
   const Descriptor fd(system, *opened);
   auto self = system.fstat(fd.get());
-  if (!self) return fmt::format("cannot stat it: {}", errno_text(self.error()));
-  if (!self->same_object(judged)) return "it was replaced since it was judged";
+  if (!self) return not_removed(fmt::format("cannot stat it: {}", errno_text(self.error())));
+  if (!self->same_object(judged)) return not_removed("it was replaced since it was judged");
   bool has_owner = false;
   std::optional<std::string> other;  // the first name that is not owner.json: the listing stops
   auto listed = system.list_directory_at(fd.get(), [&](const DirEntry& entry) {
-    if (entry.name != owner_file_name) other = entry.name;
-    else has_owner = true;
+    if (entry.name != owner_file_name)
+      other = entry.name;
+    else
+      has_owner = true;
     return !other;
   });
-  if (!listed) return fmt::format("cannot list it: {}", errno_text(listed.error()));
+  if (!listed) return not_removed(fmt::format("cannot list it: {}", errno_text(listed.error())));
   if (other)
-    return fmt::format("it holds more than {} (found '{}'): not removed recursively", owner_file_name,
-                       *other);
+    return not_removed(fmt::format("it holds more than {} (found '{}'): not removed recursively",
+                                   owner_file_name, *other));
   // A mount on the entry or inside it: never removed (device numbers mislead on overlayfs
   // and btrfs, so the mount id where the kernel gives one).
   const auto other_mount = [&](const FileStat& inner, const FileStat& outer) {
@@ -97,34 +108,40 @@ std::optional<std::string> check_and_remove(System& system, const DirRef& area, 
            (inner.mount_id != 0 && outer.mount_id != 0 && inner.mount_id != outer.mount_id);
   };
   if (auto outer = system.fstat(area.fd); outer && other_mount(*self, *outer))
-    return "a filesystem is mounted on it";
+    return not_removed("a filesystem is mounted on it");
   if (has_owner) {
     auto owner = system.stat_at(fd.get(), std::string(owner_file_name));
-    if (!owner) return fmt::format("cannot stat {}: {}", owner_file_name, errno_text(owner.error()));
+    if (!owner)
+      return not_removed(
+          fmt::format("cannot stat {}: {}", owner_file_name, errno_text(owner.error())));
     if (owner->type != FileType::regular)
-      return fmt::format("its {} is a {}, not a file", owner_file_name, file_type_name(owner->type));
-    if (other_mount(*owner, *self)) return fmt::format("its {} is a mount", owner_file_name);
+      return not_removed(
+          fmt::format("its {} is a {}, not a file", owner_file_name, file_type_name(owner->type)));
+    if (other_mount(*owner, *self))
+      return not_removed(fmt::format("its {} is a mount", owner_file_name));
   }
   // Without write and search permission on the entry, owner.json cannot be unlinked: say so
   // before anything is renamed, instead of leaving a tombstone behind.
   if (system.uid() != 0 && (self->mode & 0300) != 0300)
-    return fmt::format("its mode {:04o} does not let its owner remove {}", self->mode,
-                       owner_file_name);
-  if (!remove) return std::nullopt;
+    return not_removed(fmt::format("its mode {:04o} does not let its owner remove {}", self->mode,
+                                   owner_file_name));
+  if (!remove) return {};
   if (has_owner) {
     if (auto unlinked = system.unlink_at(fd.get(), std::string(owner_file_name)); !unlinked)
-      return fmt::format("cannot remove {}: {}", owner_file_name, errno_text(unlinked.error()));
+      return not_removed(
+          fmt::format("cannot remove {}: {}", owner_file_name, errno_text(unlinked.error())));
   }
   if (auto removed = system.rmdir_in(area, name); !removed)
-    return fmt::format("cannot remove it: {}", errno_text(removed.error()));
-  return std::nullopt;
+    return not_removed(fmt::format("cannot remove it: {}", errno_text(removed.error())));
+  return {};
 }
 
 /// check_and_remove of the entry at `path`, through its area's descriptor.
-std::optional<std::string> check_and_remove(System& system, const std::string& path,
-                                            const FileStat& judged, bool remove) {
+std::expected<void, std::string> check_and_remove(System& system, const std::string& path,
+                                                  const FileStat& judged, bool remove) {
   auto area = open_area_of(system, path);
-  if (!area) return fmt::format("cannot open its lock area: {}", errno_text(area.error()));
+  if (!area)
+    return not_removed(fmt::format("cannot open its lock area: {}", errno_text(area.error())));
   return check_and_remove(system, area->dir, area->name, judged, remove);
 }
 
@@ -132,13 +149,13 @@ std::optional<std::string> check_and_remove(System& system, const std::string& p
 
 namespace detail {
 
-std::optional<std::string> entry_unremovable(System& system, const std::string& path,
-                                             const FileStat& judged) {
+std::expected<void, std::string> entry_removable(System& system, const std::string& path,
+                                                 const FileStat& judged) {
   return check_and_remove(system, path, judged, false);
 }
 
-std::optional<std::string> remove_entry(System& system, const std::string& path,
-                                        const FileStat& judged) {
+std::expected<void, std::string> remove_entry(System& system, const std::string& path,
+                                              const FileStat& judged) {
   return check_and_remove(system, path, judged, true);
 }
 
@@ -175,19 +192,20 @@ LockResult<std::optional<std::string>> remove_if_owned(System& system, const std
   OwnerRead moved = read_owner(system, area->dir, tombstone_name, uid);
   if (!moved.owner || moved.owner->token != token) return std::optional<std::string>();
   if (!keep_tombstone) {
-    if (auto kept = check_and_remove(system, area->dir, tombstone_name, *moved.lock_stat, true))
-      return failure(config_error(fmt::format("could not remove tombstone {}: {}", tombstone, *kept),
-                                  tombstone));
+    if (auto removed = check_and_remove(system, area->dir, tombstone_name, *moved.lock_stat, true);
+        !removed)
+      return failure(config_error(
+          fmt::format("could not remove tombstone {}: {}", tombstone, removed.error()), tombstone));
   }
   return std::optional<std::string>(tombstone);
 }
 
-/// Why the lock at `lock` could not be removed once renamed (entry_unremovable of what is
+/// Whether the lock at `lock` could be removed once renamed (entry_removable of what is
 /// there now), so that nothing is renamed that would be left behind as a tombstone.
-std::optional<std::string> unremovable_lock(System& system, const std::string& lock) {
+std::expected<void, std::string> lock_removable(System& system, const std::string& lock) {
   auto now = system.lstat(lock);
-  if (!now) return std::nullopt;  // gone: the token check below reports it
-  return entry_unremovable(system, lock, *now);
+  if (!now) return {};  // gone: the token check below reports it
+  return entry_removable(system, lock, *now);
 }
 }  // namespace
 
@@ -235,8 +253,8 @@ LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::st
 
   if (auto stop = expect.confirm ? expect.confirm() : std::nullopt) {
     outcome.changed = *stop;
-  } else if (auto blocked = unremovable_lock(system, lock)) {
-    outcome.changed = *blocked;
+  } else if (auto removable = lock_removable(system, lock); !removable) {
+    outcome.changed = removable.error();
   } else if (expect.token) {
     auto tombstone = remove_if_owned(system, lock, *expect.token, keep_tombstone);
     if (!tombstone) {
@@ -274,8 +292,9 @@ LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::st
         outcome.removed = true;
         outcome.tombstone = tombstone;
         if (!keep_tombstone) {
-          if (auto kept = check_and_remove(system, area->dir, tombstone_name, *expect.identity, true))
-            outcome.changed = fmt::format("renamed to {} but not removed: {}", tombstone, *kept);
+          if (auto removed = check_and_remove(system, area->dir, tombstone_name, *expect.identity, true);
+              !removed)
+            outcome.changed = fmt::format("renamed to {} but not removed: {}", tombstone, removed.error());
         }
       }
     }
@@ -432,8 +451,8 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
       }
       if (auto changed = redecide(system, facts, decision, repair, true))
         return result(RepairOutcome::changed, *changed);
-      if (auto kept = detail::remove_entry(system, facts.path, *facts.stat))
-        return result(RepairOutcome::changed, *kept);
+      if (auto removed = detail::remove_entry(system, facts.path, *facts.stat); !removed)
+        return result(RepairOutcome::changed, removed.error());
       return result(RepairOutcome::removed, {});
     }
     case RemovalKind::guard: {

@@ -656,41 +656,41 @@ TEST_CASE("remove_entry: owner.json through the descriptor, then rmdir; never re
   const FileStat judged = *f.system.real().lstat(entry);
 
   SUBCASE("only owner.json inside: removed") {
-    CHECK(entry_unremovable(f.system, entry, judged) == std::nullopt);
+    CHECK(entry_removable(f.system, entry, judged).has_value());
     CHECK(f.exists(entry));  // the check changes nothing
-    CHECK(remove_entry(f.system, entry, judged) == std::nullopt);
+    CHECK(remove_entry(f.system, entry, judged).has_value());
     CHECK_FALSE(f.exists(entry));
   }
   SUBCASE("anything else inside: refused, everything kept") {
     REQUIRE(::mkdir((entry + "/nested").c_str(), 0700) == 0);
-    auto why = remove_entry(f.system, entry, judged);
-    REQUIRE(why);
-    CHECK(why->find("nested") != std::string::npos);
+    auto removed = remove_entry(f.system, entry, judged);
+    REQUIRE_FALSE(removed);
+    CHECK(removed.error().find("nested") != std::string::npos);
     CHECK(f.exists(entry + "/owner.json"));
     CHECK(f.exists(entry + "/nested"));
   }
   SUBCASE("owner.json that is a directory: refused") {
     REQUIRE(::unlink((entry + "/owner.json").c_str()) == 0);
     REQUIRE(::mkdir((entry + "/owner.json").c_str(), 0700) == 0);
-    CHECK(remove_entry(f.system, entry, judged).has_value());
+    CHECK_FALSE(remove_entry(f.system, entry, judged).has_value());
     CHECK(f.exists(entry + "/owner.json"));
   }
   SUBCASE("replaced since it was judged: refused") {
     REQUIRE(f.system.real().rename(entry, f.temp / "aside"));
     f.plant(entry, dead_pid, "x");
-    CHECK(remove_entry(f.system, entry, judged).has_value());
+    CHECK_FALSE(remove_entry(f.system, entry, judged).has_value());
     CHECK(f.exists(entry + "/owner.json"));
   }
   SUBCASE("a symlink to a directory: refused, the target untouched") {
     REQUIRE(f.system.real().rename(entry, f.temp / "target"));
     REQUIRE(::symlink((f.temp / "target").c_str(), entry.c_str()) == 0);
     const FileStat target = *f.system.real().lstat(f.temp / "target");
-    CHECK(remove_entry(f.system, entry, target).has_value());
+    CHECK_FALSE(remove_entry(f.system, entry, target).has_value());
     CHECK(f.exists(f.temp / "target/owner.json"));
   }
   SUBCASE("an empty directory (crash before owner.json): removed") {
     REQUIRE(::unlink((entry + "/owner.json").c_str()) == 0);
-    CHECK(remove_entry(f.system, entry, judged) == std::nullopt);
+    CHECK(remove_entry(f.system, entry, judged).has_value());
     CHECK_FALSE(f.exists(entry));
   }
 }

@@ -163,8 +163,8 @@ void print_version(std::FILE* out, std::string_view command) {
   std::fflush(out);
 }
 
-std::optional<std::string> empty_value_error(const po::variables_map& values,
-                                             const po::options_description& visible) {
+std::expected<void, std::string> no_empty_value(const po::variables_map& values,
+                                                const po::options_description& visible) {
   for (const auto& [name, value] : values) {
     if (value.defaulted()) continue;
     const po::option_description* option = visible.find_nothrow(name, false);
@@ -179,17 +179,16 @@ std::optional<std::string> empty_value_error(const po::variables_map& values,
     if (option == nullptr) {
       std::string upper = name;
       for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      return fmt::format("empty {} argument", upper);
+      return std::unexpected(fmt::format("empty {} argument", upper));
     }
     const std::string short_name =
         option->canonical_display_name(po::command_line_style::allow_dash_for_short);
     const std::string long_name = "--" + name;
-    return fmt::format("{}: empty value",
-                       short_name.size() == 2 && short_name != long_name
-                           ? short_name + "/" + long_name
-                           : long_name);
+    return std::unexpected(fmt::format(
+        "{}: empty value",
+        short_name.size() == 2 && short_name != long_name ? short_name + "/" + long_name : long_name));
   }
-  return std::nullopt;
+  return {};
 }
 
 std::expected<po::variables_map, std::string> try_parse_command_line(
@@ -210,7 +209,7 @@ std::expected<po::variables_map, std::string> try_parse_command_line(
     po::options_description visible;
     visible.add(options);
     visible.add(standard_options());
-    if (auto empty = empty_value_error(values, visible)) return std::unexpected(*empty);
+    if (auto filled = no_empty_value(values, visible); !filled) return std::unexpected(filled.error());
     po::notify(values);
   } catch (const po::error& error) {
     return std::unexpected(std::string(error.what()));

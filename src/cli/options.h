@@ -49,7 +49,7 @@ ColourMode colour_mode(const po::variables_map& values);
 
 /// Parses `args` against `options` plus standard_options() (and `hidden` and `positional`)
 /// without printing: the values (not yet notified when --help or --version was given), or
-/// the parser's message. An empty value (empty_value_error) and a bad duration
+/// the parser's message. An empty value (no_empty_value) and a bad duration
 /// (duration_value) are parse errors.
 std::expected<po::variables_map, std::string> try_parse_command_line(
     const std::vector<std::string>& args, const po::options_description& options,
@@ -76,12 +76,12 @@ std::expected<po::variables_map, int> parse_command_line(
     const po::options_description& options, const char* name, std::vector<std::string>& paths,
     int most = -1);
 
-/// The first option of `values` given with an empty value (a string, or one element of a
-/// repeatable one), as a usage message naming it ("--lock-dir: empty value"); positional
-/// arguments (not in `visible`) are named by their upper-cased name ("empty LOCK
-/// argument"). Nothing when every value given is non-empty.
-std::optional<std::string> empty_value_error(const po::variables_map& values,
-                                             const po::options_description& visible);
+/// Fails with the first option of `values` given with an empty value (a string, or one
+/// element of a repeatable one), as a usage message naming it ("--lock-dir: empty value");
+/// positional arguments (not in `visible`) are named by their upper-cased name ("empty LOCK
+/// argument").
+std::expected<void, std::string> no_empty_value(const po::variables_map& values,
+                                                const po::options_description& visible);
 
 /// Prints "apnea-locks COMMAND: MESSAGE" on standard error (the message escaped).
 void print_error(std::string_view command, std::string_view message);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <expected>
 #include <functional>
 #include <optional>
 #include <string>
@@ -35,19 +36,19 @@ LockError wrapped(const std::error_code& code, std::string_view syscall, const s
 /// A new random UUID v4, lowercase (Apnea's tokens).
 std::string random_uuid(System& system);
 
-/// Why the entry at `path` (a lock, candidate or tombstone) could not be removed the way
-/// PROTOCOL.md section 10 allows, or nothing when it could: opened as a directory without
+/// Whether the entry at `path` (a lock, candidate or tombstone) can be removed the way
+/// PROTOCOL.md section 10 allows (the error says why not): opened as a directory without
 /// following a symlink, it must be the device and inode `judged`, hold nothing but a regular
 /// `owner.json` on the same device (or nothing), and be writable by us. Changes nothing.
-std::optional<std::string> entry_unremovable(System& system, const std::string& path,
-                                             const FileStat& judged);
+std::expected<void, std::string> entry_removable(System& system, const std::string& path,
+                                                 const FileStat& judged);
 
 /// Removes the entry at `path` as PROTOCOL.md section 10 says: the checks of
-/// entry_unremovable, then `owner.json` unlinked through the directory's descriptor, then
-/// the entry rmdir'ed. Never recursive: anything else inside is refused and left. Returns
-/// why it was not removed, or nothing when it was.
-std::optional<std::string> remove_entry(System& system, const std::string& path,
-                                        const FileStat& judged);
+/// entry_removable, then `owner.json` unlinked through the directory's descriptor, then
+/// the entry rmdir'ed. Never recursive: anything else inside is refused and left. The error
+/// says why it was not removed.
+std::expected<void, std::string> remove_entry(System& system, const std::string& path,
+                                              const FileStat& judged);
 
 /// What a guarded reclamation (reclaim_guarded) expects to find at the lock before it renames it.
 struct ReclaimExpectation {
