@@ -101,22 +101,6 @@ void append_json_string(std::string& out, std::string_view text) {
 
 }  // namespace
 
-std::string json_safe(std::string_view serialized) {
-  const std::string valid = utf8_with_replacement(serialized);
-  std::string out;
-  out.reserve(valid.size());
-  for (std::size_t i = 0; i < valid.size(); ++i) {
-    const auto byte = static_cast<unsigned char>(valid[i]);
-    if (byte == 0xC2 && i + 1 < valid.size() && static_cast<unsigned char>(valid[i + 1]) < 0xA0)
-      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(valid[++i]));
-    else if (byte == 0x7f)
-      out += "\\u007f";
-    else
-      out += valid[i];
-  }
-  return out;
-}
-
 std::string json_string(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
@@ -124,7 +108,8 @@ std::string json_string(std::string_view text) {
   return out;
 }
 
-JsonWriter::JsonWriter(std::FILE* out) : out_(out), buffer_(new char[chunk_size]) {}
+JsonWriter::JsonWriter(std::FILE* out, JsonLayout layout)
+    : out_(out), one_line_(layout == JsonLayout::one_line), buffer_(new char[chunk_size]) {}
 
 JsonWriter::~JsonWriter() { flush_buffer(); }
 
@@ -161,6 +146,7 @@ void JsonWriter::put_string(std::string_view text) {
 }
 
 void JsonWriter::newline() {
+  if (one_line_) return;
   const std::size_t indent = 2 * stack_.size();
   if (chunk_size - used_ < indent + 1) {
     flush_buffer();
@@ -213,14 +199,14 @@ void JsonWriter::end_array() {
 }
 
 [[gnu::always_inline]] inline char* JsonWriter::open_member(const JsonKey& key, std::size_t value_room) {
-  // The common case in one go: `,` newline indent `"name": ` (status writes ~45 members an
+  // The common case in one go (indented): `,` newline indent `"name": ` (status writes ~45 members an
   // entry), with fixed-size copies: the indent from a row of spaces, the name from the
   // key's padded bytes (checked when the program was compiled). Deeper than
   // `indent_limit` levels, or with no room even in an empty buffer: not here.
   constexpr std::size_t indent_limit = 32;
   static constexpr char spaces[indent_limit + 1] = "                                ";
   const std::size_t indent = 2 * stack_.size();
-  if (after_key_ || stack_.empty() || indent > indent_limit) return nullptr;
+  if (after_key_ || stack_.empty() || indent > indent_limit || one_line_) return nullptr;
   constexpr std::size_t most = 1 + 1 + indent_limit + 1 + JsonKey::max_size + 1 + 3;
   if (value_room > chunk_size - most) return nullptr;
   if (chunk_size - used_ < most + value_room) flush_buffer();
@@ -299,7 +285,7 @@ void JsonWriter::member_integer(const JsonKey& name, std::int64_t value) {
 JsonWriter& JsonWriter::key_text(std::string_view name) {
   before_value();
   put_string(name);
-  put(": ");
+  put(one_line_ ? std::string_view(":") : std::string_view(": "));
   after_key_ = true;
   return *this;
 }

@@ -13,10 +13,6 @@
 
 namespace apnea_locks::cli {
 
-/// Serialized JSON (Boost.JSON's) made safe for a terminal: invalid UTF-8 replaced by
-/// U+FFFD, C1 controls and DEL (which only strings can hold) as \u escapes.
-std::string json_safe(std::string_view serialized);
-
 /// `text` as a JSON string literal: quotes, backslashes and control characters escaped,
 /// invalid UTF-8 replaced by U+FFFD (as Node decodes it), so the document is always valid.
 std::string json_string(std::string_view text);
@@ -48,13 +44,18 @@ class JsonKey {
   std::size_t size_;
 };
 
-/// Writes one JSON document as it goes, indented by two spaces per level, handing it to
-/// `out` in chunks of 64 KiB (and at finish() or destruction). Calls must nest correctly;
-/// keys only inside objects.
+/// How a JsonWriter lays its document out.
+enum class JsonLayout {
+  indented,  ///< two spaces per level, a member or element per line
+  one_line,  ///< no whitespace at all: one line per document (run --json's events)
+};
+
+/// Writes one JSON document as it goes, handing it to `out` in chunks of 64 KiB (and at
+/// finish() or destruction). Calls must nest correctly; keys only inside objects.
 class JsonWriter {
  public:
   /// A writer to `out` (not owned).
-  explicit JsonWriter(std::FILE* out);
+  explicit JsonWriter(std::FILE* out, JsonLayout layout = JsonLayout::indented);
   JsonWriter(const JsonWriter&) = delete;
   JsonWriter& operator=(const JsonWriter&) = delete;
   /// Hands what is still buffered to `out`.
@@ -129,6 +130,7 @@ class JsonWriter {
     bool empty;
   };
   std::FILE* out_;
+  bool one_line_;                   ///< JsonLayout::one_line
   std::unique_ptr<char[]> buffer_;  ///< text not yet handed to out_: used_ bytes
   std::size_t used_ = 0;
   std::vector<Level> stack_;

@@ -208,6 +208,32 @@ void write_line(const std::string& line) {
   std::fflush(stderr);
 }
 
+/// Writes `value` (an event's member) with the one JSON writer: a number that is not an
+/// integer as JavaScript prints it (pid_text), like every pid apnea-locks writes.
+void write_value(JsonWriter& json, const json::value& value) {
+  switch (value.kind()) {
+    case json::kind::object:
+      json.begin_object();
+      for (const auto& [key, member] : value.get_object()) {
+        json.key_text(key);
+        write_value(json, member);
+      }
+      json.end_object();
+      return;
+    case json::kind::array:
+      json.begin_array();
+      for (const json::value& element : value.get_array()) write_value(json, element);
+      json.end_array();
+      return;
+    case json::kind::string: json.string(value.get_string()); return;
+    case json::kind::int64: json.integer(value.get_int64()); return;
+    case json::kind::uint64: json.number_text(std::to_string(value.get_uint64())); return;
+    case json::kind::double_: json.number_text(pid_text(value.get_double())); return;
+    case json::kind::bool_: json.boolean(value.get_bool()); return;
+    case json::kind::null: json.null(); return;
+  }
+}
+
 /// What `run` prints on standard error: human lines, or JSON events with --json.
 class Output {
  public:
@@ -215,10 +241,17 @@ class Output {
   /// One JSON event (only with --json).
   void event(json::object fields) const {
     if (!json_) return;
-    // Every line is a JSON document of its own: the schema first (json_writer.h).
-    json::object line{{"schema", {{"name", "run-event"}, {"version", json_schema_version}}}};
-    for (auto& [key, value] : fields) line[key] = std::move(value);
-    write_line(json_safe(json::serialize(line)) + "\n");
+    // Every line is a JSON document of its own: the schema first (json_writer.h). The
+    // writer ignores a failed write: a closed pipe must not end run while it holds the lock.
+    JsonWriter line(stderr, JsonLayout::one_line);
+    line.begin_object();
+    write_schema(line, "run-event");
+    for (const auto& [key, value] : fields) {
+      line.key_text(key);
+      write_value(line, value);
+    }
+    line.end_object();
+    line.finish();
   }
   /// One line for a human (only without --json).
   void say(std::string_view line) const {
