@@ -9,9 +9,9 @@
 
 #include "apnea_locks/lock.h"
 #include "apnea_locks/repair.h"
+#include "apnea_locks/survey.h"
 #include "area_builder.h"
 #include "detail/audit.h"
-#include "detail/scan.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
@@ -42,8 +42,7 @@ struct Area {
     policy.settings.judge.now_ns = system.now_ns();
     policy.settings.judge.paused = system.paused_processes();
     policy.settings.judge.runtimes = std::vector<ProcessInfo>{};  // the staged table runs no runtime
-    ProcessCache cache(system, policy.settings.judge.host);
-    EntryFacts facts = gather_entry(system, dir, name, ::getuid(), cache);
+    EntryFacts facts = EntryJudge(system, dir, policy.settings).gather(name);
     Decision decision = judge_entry(facts, policy.settings, nullptr).second;
     return execute_repair(system, facts, decision, policy);
   }

@@ -8,13 +8,12 @@
 #include <optional>
 
 #include "apnea_locks/lock.h"
+#include "apnea_locks/survey.h"
 #include "area_builder.h"
-#include "detail/scan.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
-using namespace apnea_locks::detail;
 
 namespace {
 
@@ -37,8 +36,7 @@ struct Area {
     policy.resource = "/fake/repo";
   }
   EntryFacts facts(const std::string& name) {
-    ProcessCache cache(system, policy.settings.judge.host);
-    return gather_entry(system, dir, name, ::getuid(), cache);
+    return EntryJudge(system, dir, policy.settings).gather(name);
   }
   /// Gathers, judges and decides one entry as reclaim's survey does.
   std::pair<EntryFacts, Decision> plan(const std::string& name, bool force) {

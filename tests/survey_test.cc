@@ -11,12 +11,10 @@
 #include <vector>
 
 #include "area_builder.h"
-#include "detail/scan.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::testing;
-using namespace apnea_locks::detail;
 
 namespace {
 
@@ -359,8 +357,7 @@ TEST_CASE("the guard question answered from the listing agrees with a lookup per
   LabelIndex labels;
   std::size_t guarded = 0;
   auto listed = survey_area(real_system(), dir, settings, labels, {}, [&](const JudgedEntry& e) {
-    ProcessCache cache(real_system(), settings.judge.host);
-    const EntryFacts alone = gather_entry(real_system(), dir, e.facts.name, settings.judge.area_uid, cache);
+    const EntryFacts alone = EntryJudge(real_system(), dir, settings).gather(e.facts.name);
     CAPTURE(e.facts.name);
     CHECK(alone.guard.has_value() == e.facts.guard.has_value());
     if (alone.guard) {
