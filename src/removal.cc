@@ -251,8 +251,9 @@ LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::st
   ReclaimOutcome outcome;
   std::optional<LockError> error;
 
-  if (auto stop = expect.confirm ? expect.confirm() : std::nullopt) {
-    outcome.changed = *stop;
+  if (auto confirmed = expect.confirm ? expect.confirm() : std::expected<void, std::string>();
+      !confirmed) {
+    outcome.changed = confirmed.error();
   } else if (auto removable = lock_removable(system, lock); !removable) {
     outcome.changed = removable.error();
   } else if (expect.token) {
@@ -336,21 +337,23 @@ bool same_record(const EntryFacts& was, const EntryFacts& now) {
 }
 
 /// Under the guard we hold: the entry gathered again with fresh probes (and, for an old
-/// guard, the paused processes read again), judged and decided by the same policy. Why it may not
-/// be removed now, or nothing when the decision still stands.
-std::optional<std::string> redecide(System& system, const EntryFacts& facts, const Decision& decision,
-                                    const RepairSettings& repair, bool we_hold_guard) {
+/// guard, the paused processes read again), judged and decided by the same policy. Fails with
+/// why it may not be removed now, unless the decision still stands.
+std::expected<void, std::string> redecide(System& system, const EntryFacts& facts,
+                                          const Decision& decision, const RepairSettings& repair,
+                                          bool we_hold_guard) {
   SurveySettings settings = repair.settings;
   settings.judge.now_ns = system.now_ns();
   EntryJudge judge(system, node_dirname(facts.path), settings);
   EntryFacts now = judge.gather(facts.name);
-  if (!now.stat) return "it is already gone";
-  if (!same_record(facts, now)) return "it changed since it was inspected";
+  if (!now.stat) return std::unexpected(std::string("it is already gone"));
+  if (!same_record(facts, now))
+    return std::unexpected(std::string("it changed since it was inspected"));
   if (we_hold_guard && now.parsed.role != EntryRole::reclaim_guard) now.guard.reset();  // ours
   const Judgement again = judge.judge(std::move(now), nullptr);
   if (again.decision.action != PlanAction::remove || again.decision.removal != decision.removal)
-    return fmt::format("it is no longer removable: {}", again.decision.why);
-  return std::nullopt;
+    return std::unexpected(fmt::format("it is no longer removable: {}", again.decision.why));
+  return {};
 }
 
 /// Holds `<lock>.reclaim` for the removal of a candidate or tombstone.
@@ -449,8 +452,8 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
         return result(RepairOutcome::failed,
                       fmt::format("cannot take {}: {}", guard_path, errno_text(guard.error())));
       }
-      if (auto changed = redecide(system, facts, decision, repair, true))
-        return result(RepairOutcome::changed, *changed);
+      if (auto stands = redecide(system, facts, decision, repair, true); !stands)
+        return result(RepairOutcome::changed, stands.error());
       if (auto removed = detail::remove_entry(system, facts.path, *facts.stat); !removed)
         return result(RepairOutcome::changed, removed.error());
       return result(RepairOutcome::removed, {});
@@ -466,8 +469,8 @@ RepairResult carry_out(System& system, const EntryFacts& facts, const Decision& 
         return result(RepairOutcome::failed, fmt::format("cannot lock {}: {}", directory,
                                                          errno_text(removal_lock.error())));
       }
-      if (auto changed = redecide(system, facts, decision, repair, false))
-        return result(RepairOutcome::changed, *changed);
+      if (auto stands = redecide(system, facts, decision, repair, false); !stands)
+        return result(RepairOutcome::changed, stands.error());
       // A guard has no token: its identity is device, inode, birth time and ctime (and
       // mtime: anything made inside it changes both).
       auto area = open_area_of(system, facts.path);

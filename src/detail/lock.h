@@ -60,9 +60,9 @@ struct ReclaimExpectation {
   std::optional<FileStat> identity;
   std::optional<FileStat> owner_identity;
   std::optional<std::string> owner_bytes;
-  /// Runs under the guard before anything is renamed: a reason to stop (the owner came
-  /// back to life, say), or nothing to go on.
-  std::function<std::optional<std::string>()> confirm;
+  /// Runs under the guard before anything is renamed: fails with a reason to stop (the
+  /// owner came back to life, say).
+  std::function<std::expected<void, std::string>()> confirm;
 };
 
 /// The result of a guarded reclamation.
