@@ -593,14 +593,14 @@ DeathJudgement judge_death(const ProcessFacts& facts, const HostFacts& host, std
     return conclude(DeathProof::pid_out_of_range, false);
 
   const std::int64_t number = static_cast<std::int64_t>(pid);
-  judged.tolerance = std::max(tolerance, minimum_reuse_tolerance);
+  judged.tolerance = std::max(tolerance, minimum_reuse_tolerance);  // smaller counts as 1 s
   const bool clock_counts = !host.clock_void();
   DeathProof weakest = DeathProof::pid_dead;  // no carrier at all
   DeathProof void_clock = DeathProof::none;   // the weakest clock proof that did not count
   std::optional<ProcessInfo> blocker;         // a carrier nothing excludes
   std::optional<ProcessInfo> void_blocker;    // a carrier only void clock evidence excludes
 
-  const Exclusions exclusions{host, area_uid, written_ns, tolerance, not_owners};
+  const Exclusions exclusions{host, area_uid, written_ns, judged.tolerance, not_owners};
   // Whether `carrier` (pid `carrier_pid` in our namespace) is shown not to be the writer.
   auto examine = [&](const ProcessInfo& carrier, std::int64_t carrier_pid) {
     const DeathProof proof = exclusions.of(carrier, carrier_pid, judged, other_mounts);

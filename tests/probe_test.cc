@@ -128,6 +128,15 @@ TEST_CASE("judge_death: each proof from the facts, on a healthy host") {
   CHECK_FALSE(clock.uses_visibility);
   CHECK_FALSE(clock.clock_void);
   CHECK(judge(alive_process(100, area_uid, written + 1 * second)).proof == ProofClass::none);
+  // A tolerance below 1 s counts as 1 s, in the proof as in what --force says it trusts.
+  for (const std::chrono::nanoseconds small : {std::chrono::nanoseconds(0), std::chrono::nanoseconds(500'000'000)}) {
+    CAPTURE(small.count());
+    const DeathJudgement near = judge_death(alive_process(100, area_uid, written + 700'000'000), host, area_uid,
+                                            written, small);
+    CHECK(near.proof == ProofClass::none);
+    CHECK(near.tolerance == std::chrono::seconds(1));
+    CHECK(judge_death(reused, host, area_uid, written, small).reason == DeathProof::pid_reused);
+  }
 
   HostFacts rebooted = healthy_host(written + second);
   ProcessFacts after_boot = alive_process(100, area_uid, written + 2 * second);
