@@ -1,6 +1,7 @@
 // Runs doctest for a program that holds many test files (tests/meson.build): each meson
 // test runs one file's cases with `--source-file=*/NAME_test.cc`, and a filter that
-// matches no test case fails instead of passing vacuously (a renamed file, a typo).
+// matches no test case fails instead of passing vacuously (a renamed file, a typo). A case
+// marked doctest::skip does not count as matched: a file must keep one case that runs.
 // Include it in exactly one file of a program, which defines DOCTEST_CONFIG_IMPLEMENT.
 #pragma once
 

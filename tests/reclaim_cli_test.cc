@@ -1,5 +1,7 @@
 // apnea-locks reclaim as a user runs it: real areas, the real binary, checked on disk.
 #include <doctest/doctest.h>
+
+#include <cerrno>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,7 +82,7 @@ TEST_CASE("a live owner is refused even with --force --yes, naming the process")
   CHECK(refused.out.find("pid " + std::to_string(::getpid())) != std::string::npos);
   CHECK(refused.out.find("is alive") != std::string::npos);
   CHECK(refused.out.find("next step: ") != std::string::npos);
-  CHECK(refused.out.find("reclaim_cli_test") != std::string::npos);  // its command line
+  CHECK(refused.out.find(program_invocation_short_name) != std::string::npos);  // its command line
   CHECK(snapshot(a.scratch.root) == before);
 }
 

@@ -306,7 +306,7 @@ TEST_CASE("status: every state and reason, in JSON") {
   CHECK(text(live.at("token")) == test_token);
   CHECK(text(live.at("process").at("signal")) == "ok");
   CHECK(live.at("process").at("exists").as_bool());
-  CHECK(text(live.at("process").at("command")).find("status_cli_test") != std::string::npos);
+  CHECK(text(live.at("process").at("command")).find(program_invocation_short_name) != std::string::npos);
   CHECK(text(live.at("kind")) == "repository");
   CHECK(text(live.at("guard")) == "none");
 }

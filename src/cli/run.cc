@@ -208,8 +208,8 @@ void write_line(const std::string& line) {
   std::fflush(stderr);
 }
 
-/// Writes `value` (an event's member) with the one JSON writer: a number that is not an
-/// integer as JavaScript prints it (pid_text), like every pid apnea-locks writes.
+/// Writes `value` (an event's member) with the one JSON writer; a pid that is no exact
+/// JSON integer (json_pid's double) keeps the spelling run has always printed (1E20).
 void write_value(JsonWriter& json, const json::value& value) {
   switch (value.kind()) {
     case json::kind::object:
@@ -228,7 +228,7 @@ void write_value(JsonWriter& json, const json::value& value) {
     case json::kind::string: json.string(value.get_string()); return;
     case json::kind::int64: json.integer(value.get_int64()); return;
     case json::kind::uint64: json.number_text(std::to_string(value.get_uint64())); return;
-    case json::kind::double_: json.number_text(pid_text(value.get_double())); return;
+    case json::kind::double_: json.number_text(json::serialize(value)); return;
     case json::kind::bool_: json.boolean(value.get_bool()); return;
     case json::kind::null: json.null(); return;
   }
