@@ -70,10 +70,13 @@ def control_of(cfg):
     defines = {**cfg.defines, **cfg.control}
     defines = {k: v for k, v in defines.items() if v is not None}
     return Config(f"{cfg.name}/control", defines, "pass", "control",
-                  f"control of {cfg.name}: {cfg.what}", ci=cfg.ci, hash_bits=cfg.hash_bits)
+                  f"control of {cfg.name}: {cfg.what}", ci=cfg.ci, hash_bits=cfg.hash_bits,
+                  ltl=cfg.ltl)
 
 
 MAIN = {"NA": 2, "NR": 1}
+LIVE_BASE = {"LIVE": 1, "NA": 2, "FLAV0": "RUN", "FLAV1": "REF", "NR": 1, "FORCE": 1, "INIT": 1,
+             "ATT": 1, "MAXKILL": 1, "PAUSE": 0}
 # A dead lock and a leftover guard of a crashed reclamation; `run` and two reclaim --force.
 TWO_RECLAIMS_SMALL = {"NA": 1, "FLAV0": "RUN", "NR": 2, "RSTEPS2": 1, "FORCE": 1, "INIT": 2,
                       "TICKS": 0, "ATT": 1, "MAXKILL": 0, "PAUSE": 0}
@@ -180,6 +183,20 @@ CONFIGS = [
                                   "CHECK_OWNERLESS": 1}, "P2", "boundary",
            "a writer stopped between mkdir and owner.json: its pid-less candidate", ci=True,
            control={"CHECK_OWNERLESS": None}),
+    # ---- liveness under weak fairness (pan -a -f -N L<n>): acquirer 0 (`run`) keeps trying,
+    # sleeping between tries; Apnea 0.2.2 may crash anywhere; a reclaim runs periodically
+    Config("live-dead-lock", {**LIVE_BASE}, "pass", "liveness",
+           "L1: a dead owner's lock is eventually removed", ltl="L1", hash_bits=24),
+    Config("live-acquire", {**LIVE_BASE}, "pass", "liveness",
+           "L2: an Apnea that keeps trying eventually acquires once the live holders stop",
+           ltl="L2", hash_bits=24),
+    Config("live-plain-guard", {**LIVE_BASE, "FORCE": 0}, "L1", "boundary",
+           "a periodic plain reclaim never removes a crashed reclamation's guard: the dead "
+           "lock under it stays until reclaim --force", ltl="L1", hash_bits=24,
+           control={"FORCE": 1}),
+    Config("live-keep-guard", {**LIVE_BASE, "MUT_KEEP_GUARD": 1}, "L2", "mutant",
+           "reclaim --force never removes a leftover guard: the Apnea that keeps trying never "
+           "acquires", ltl="L2", hash_bits=24, control={"MUT_KEEP_GUARD": None}),
     Config("boundary-release-rename", {"NA": 2, "NR": 0, "DISPLACE": 1, "CHECK_RENAME": 1},
            "P3R", "boundary", "after a human's rm -r of the lock, Apnea's token-checked release "
            "may rename the next owner's lock (and keeps it as a tombstone)", ci=True,
@@ -228,7 +245,9 @@ def build(cfg, workdir, toolset, memlim, model, optimise=True, reach=False):
         raise RuntimeError(f"{cfg.name}: spin -a failed:\n{proc.stdout}")
     flags = ["-O2" if optimise else "-O0", f"-DMEMLIM={memlim}", "-w"]
     if cfg.ltl:
-        flags += ["-DNOREDUCE"]          # weak fairness with partial-order reduction is unsound
+        # Partial-order reduction off (the conservative choice with a never claim over many
+        # globals); -DNFAIR: weak fairness over this many processes.
+        flags += ["-DNOREDUCE", "-DNFAIR=4"]
     else:
         flags += ["-DSAFETY"]
     flags += ["-DBITSTATE"] if cfg.bitstate else ["-DCOLLAPSE"]
@@ -285,8 +304,8 @@ def verify(cfg, workdir):
 def replay(cfg, workdir, trail):
     """The violation a fresh trail shows in spin's replay: (property, the replay's narrative)."""
     spin, _ = tools()[0]
-    extra = ["-N", cfg.ltl] if cfg.ltl else []
-    proc, _ = run([spin, "-t", "-k", str(trail), *extra, *define_args(cfg.defines), "lock.pml"], workdir)
+    # (spin -t replays the claim the trail was made with: its -N is a claim file, not a name)
+    proc, _ = run([spin, "-t", "-k", str(trail), *define_args(cfg.defines), "lock.pml"], workdir)
     lines = [l.strip() for l in proc.stdout.splitlines()
              if re.match(r"\s*(\[(pid|clock|killer|pauser|human|init)|MODEL |<<<<<START OF CYCLE)", l)]
     found = next((l for l in lines if l.startswith("MODEL ")), "")

@@ -94,8 +94,15 @@
 #ifndef ONLY_P1       /* check mutual exclusion only (to show a mutant's consequence) */
 #define ONLY_P1 0
 #endif
+#ifndef LIVE          /* liveness (never claims L1, L2; pan -a -f -N L1): acquirer 0 keeps
+                         trying until it acquires (its attempts start over after every
+                         failure), the reclaim process is a periodic one (a timer runs it
+                         for ever: it never stops on its own), neither is ever killed; no
+                         final sweep */
+#define LIVE 0
+#endif
 #ifndef CLEANUP       /* run the final sweep (P4/P5) */
-#define CLEANUP 1
+#define CLEANUP (!LIVE)
 #endif
 /* Mutants: each must produce a counterexample. */
 #ifndef MUT_FORCE_MALFORMED /* the old rule: --force removes any malformed lock */
@@ -206,6 +213,8 @@ byte rmlock;          /* flock(LOCK_EX|LOCK_NB) of the lock area by a reclaim re
                          guard: its pid + 1, 0: free (the kernel drops it when it dies) */
 byte nstep, nkill, npause;
 
+bit acquired0;        /* acquirer 0 has published its lock (L2) */
+bit ticked;           /* real time passed since acquirer 0 last failed (LIVE: its back-off) */
 bit dead[NIDS];       /* crashed (killed) */
 bit done[NIDS];       /* finished: its pid is gone too */
 bit paused[NIDS];     /* stopped (T), traced (t) or frozen: visible in the process table */
@@ -469,6 +478,8 @@ proctype Acquirer(byte me; byte flav) {
   bit cont, ok, ok2;
   {
   k = 0;
+retry:
+  k = 0;
   do
   :: k < (flav == FOREIGN -> 1 : ATT) ->
      o = 1 + me * ATT + k;
@@ -496,7 +507,8 @@ proctype Acquirer(byte me; byte flav) {
              printf("[pid %d] rename candidate %d to <lock>: published, holds the lock\n", me, o);
              p1_publish();
              loc[o] = LOCK; lockobj = o; age[o] = 0;
-             holding[me] = 1; nholders++; mine[me] = o; cand[me] = 0
+             holding[me] = 1; nholders++; mine[me] = o; cand[me] = 0;
+             if :: me == 0 -> acquired0 = 1 :: else -> skip fi
           fi }
      :: cont -> skip
      fi;
@@ -632,6 +644,24 @@ hold: skip;
   fi;
 finish:
 failed:
+  /* LIVE: acquirer 0 keeps trying (a loop around acquire, as a user or a service would),
+   * sleeping between two tries: it tries again once real time has passed (a tick; without
+   * the sleep, weak fairness alone would let it retry so fast that the clock, disabled while
+   * its candidate has no owner.json yet, never ticks: a livelock of the model, not of the
+   * protocol). Its candidates are numbered again from the first, once every one of them is
+   * gone (a new token each time, in reality: no other process keeps a judgement of the old
+   * one alive, since every removal is re-checked under the guard). */
+  if
+  :: LIVE && me == 0 && !acquired0 ->
+     d_step { ticked = 0 }
+     atomic { RUNS ticked && loc[1 + me * ATT] == NONE && (ATT < 2 || loc[2 + me * ATT] == NONE) &&
+                   (ATT < 3 || loc[3 + me * ATT] == NONE) ->
+       ticked = 0;
+       printf("[pid %d] tries again\n", me);
+       k = 0; o = 0; x = 0; t = 0; ok = 0; ok2 = 0; cont = 0 }
+     goto retry
+  :: else -> skip
+  fi;
   atomic { done[me] = 1; cand[me] = 0; mine[me] = 0; printf("[pid %d] exits\n", me);
     k = 0; o = 0; x = 0; t = 0; ok = 0; ok2 = 0; cont = 0 }
   } unless { dead[me] -> d_step { k = 0; o = 0; x = 0; t = 0; ok = 0; ok2 = 0; cont = 0 } }
@@ -654,7 +684,7 @@ proctype Reclaim(byte me; bit F; bit sweep) {
      atomic { RUNS
        p6_read();       /* the survey lists the area and reads <lock>'s owner.json */
        if
-       :: !sweep ->
+       :: !sweep && !LIVE ->
           if
           :: guard != 0 -> e = 0
           :: lockobj != 0 -> e = lockobj
@@ -667,7 +697,7 @@ proctype Reclaim(byte me; bit F; bit sweep) {
              od
           fi;
           decide(e, F, 0, d, p, gb, d3)
-       :: sweep ->
+       :: sweep || LIVE ->   /* (a periodic reclaim surveys in the same order) */
           e = 0; decide(e, F, 0, d, p, gb, d3);
           if
           :: d < RM_OWNER && lockobj != 0 -> e = lockobj; decide(e, F, 0, d, p, gb, d3)
@@ -697,7 +727,8 @@ proctype Reclaim(byte me; bit F; bit sweep) {
        fi }
      if
      :: sweep && d < RM_OWNER -> break         /* nothing left that may be removed */
-     :: d >= RM_OWNER -> n++                   /* (n counts removals: judging alone changes nothing) */
+     :: d >= RM_OWNER && !(LIVE && !sweep) -> n++   /* (n counts removals: judging alone changes nothing) */
+     :: d >= RM_OWNER && LIVE && !sweep -> skip     /* a periodic reclaim never runs out */
      :: else -> skip
      fi;
      if
@@ -804,7 +835,7 @@ proctype Reclaim(byte me; bit F; bit sweep) {
      :: d < RM_OWNER -> skip                       /* keep / refuse */
      fi;
      d_step { e = 0; d = 0; d2 = 0; d3 = 0; p = 0; gb = 0; g = 0; sl = 0; t = 0; ok = 0; ok2 = 0 }
-  :: !sweep -> break                               /* a run may stop at any time */
+  :: !sweep && !LIVE -> break                      /* a run may stop at any time */
   :: n >= (sweep -> 3 * NOBJ : (me == NA -> RSTEPS : RSTEPS2)) -> break
   od;
   if
@@ -861,7 +892,7 @@ end_clock:
        :: guard != 0 && gage < GA -> gage++
        :: else -> skip
        fi;
-       o = 0;
+       o = 0; ticked = LIVE;
        printf("[clock] tick: guard age %d, lock age %d\n", gage, age[lockobj]) }
   :: atomic { (STEPS & 1) && nstep < MAXSTEP && !ALLDONE ->
        /* a small forward step (less than 60 s): not detected, it fakes clock evidence */
@@ -896,7 +927,8 @@ end_clock:
 
 /* SIGKILL: any actor, at any step, paused or not: it stops forever. */
 /* A stopped process can always be killed (that is how a user ends a stop for good). */
-#define CANKILL(a) ((a) < NACT && !dead[a] && !done[a] && (nkill < MAXKILL || paused[a]))
+#define CANKILL(a) ((a) < NACT && !dead[a] && !done[a] && (nkill < MAXKILL || paused[a]) && \
+  !(LIVE && ((a) == 0 || (a) >= NA)))
 #define KILL(a) dead[a] = 1; nkill++; printf("[killer] SIGKILL pid %d\n", a); mine[a] = 0; \
   if :: rmlock == (a) + 1 -> rmlock = 0 :: else -> skip fi; \
   if :: paused[a] -> paused[a] = 0; npaused-- :: else -> skip fi; \
@@ -979,3 +1011,33 @@ end_wait:
     if :: guard != 0 -> gage = GA :: else -> skip fi;
     run Reclaim(SWEEPER, 1, 1) }
 }
+
+/* ---------------------------------------------------------------- liveness (LIVE) */
+/* Checked by pan -a -f (weak fairness: a process that can always move eventually moves) with
+ * -N naming one claim; each claim accepts the runs that break its property. */
+#if LIVE
+#define DEAD_LOCK (lockobj != 0 && !ALIVE(WRITER(lockobj)))
+/* L1: a dead owner's lock is eventually removed: [] (DEAD_LOCK -> <> !DEAD_LOCK); its
+ * negation <> [] DEAD_LOCK. */
+never L1 {
+T0_init:
+  do
+  :: (DEAD_LOCK) -> goto accept_S1
+  :: (1) -> goto T0_init
+  od;
+accept_S1:
+  do
+  :: (DEAD_LOCK) -> printf("MODEL L1 violated: a dead owner's lock stays for ever\n"); goto accept_S1
+  od
+}
+/* L2: an Apnea that keeps trying eventually acquires once the live holders stop: <> acquired0;
+ * its negation [] !acquired0. (The other acquirers stop: they have a bounded number of
+ * attempts, or are killed.) */
+never L2 {
+accept_init:
+  do
+  :: (!acquired0) -> printf("MODEL L2 violated: acquirer 0 never acquires\n"); goto accept_init
+  od
+}
+#endif
+
