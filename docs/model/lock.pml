@@ -557,7 +557,7 @@ retry:
      fi;
      /* s6.2: "Under the guard: re-read the owner; only if the token is still the dead
       * owner's, rename to a tombstone, verify the token, remove the tombstone." */
-     atomic { RUNS ok = (lockobj == x || (MUT_NO_REREAD && lockobj != 0));
+     atomic { RUNS p6_read(); ok = (lockobj == x || (MUT_NO_REREAD && lockobj != 0));
        printf("[pid %d] re-read <lock>: entry %d; token still %d's: %d\n", me, lockobj, x, ok) }
      if
      :: ok ->
@@ -610,7 +610,7 @@ hold: skip;
   /* s5: "if the owner record still has my token, rename <lock> to <lock>.tombstone.<uuid>,
    * re-read the tombstone's token, and if it is mine, remove the tombstone recursively. A
    * displaced or replaced lock is never removed." */
-  atomic { RUNS ok = (lockobj == mine[me] || (MUT_RELEASE_NOTOKEN && lockobj != 0));
+  atomic { RUNS p6_read(); ok = (lockobj == mine[me] || (MUT_RELEASE_NOTOKEN && lockobj != 0));
     printf("[pid %d] release: <lock> is entry %d, mine is %d: %d\n", me, lockobj, mine[me], ok) }
   if
   :: ok && !MUT_RM_R ->
