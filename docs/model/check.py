@@ -17,7 +17,7 @@
   check.py --list      the configurations and their -D switches
 
 Options: --only NAME[,NAME...] runs those configurations alone; --keep DIR keeps the build
-directories in DIR; --memlim MB caps each verifier's memory (default 3500); --model FILE
+directories in DIR; --memlim MB caps each verifier's memory (default 7000); --model FILE
 checks another copy of the model (what --meta does).
 
 A verifier's result counts only when pan printed its statistics ("states, stored",
@@ -504,7 +504,7 @@ def main():
     mode.add_argument("--list", action="store_true")
     ap.add_argument("--only", default="")
     ap.add_argument("--keep", default="")
-    ap.add_argument("--memlim", type=int, default=3500)
+    ap.add_argument("--memlim", type=int, default=7000)
     ap.add_argument("--model", default=str(MODEL))
     args = ap.parse_args()
 
