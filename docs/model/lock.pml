@@ -1,12 +1,15 @@
 /*
- * One Apnea lock name, model-checked (issue 17). See docs/model/README.md.
+ * One Apnea lock name, model-checked (issues 17 and 31). See docs/model/README.md.
  *
  * Actors: Apnea processes (flavour REF: Apnea 0.2.2's operation-lock.ts; RUN: apnea-locks
  * `run`, i.e. src/lock.cc acquire/release), a writer of malformed records (FOREIGN),
- * apnea-locks `reclaim` with or without --force (src/cli/reclaim.cc -> src/repair.cc ->
- * src/lock.cc, decisions of src/policy.cc), a clock, a killer that crashes any actor at any
- * step, a pauser that stops a guard holder between two of its steps, and, once every actor
- * has finished, a final `reclaim --force` sweep that must leave the area empty.
+ * apnea-locks `reclaim` with or without --force (src/cli/reclaim.cc -> src/removal.cc,
+ * decisions of src/policy.cc), a clock, a killer that crashes any actor at any step, a pauser
+ * that stops a guard holder between two of its steps, a human with rm -r (DISPLACE), and,
+ * once every actor has finished, a final `reclaim --force` sweep that must leave the area
+ * empty. The filesystem as it is: the guard's inode number is reused at once (GUARD_REUSE),
+ * an entry is removed by unlinking owner.json, then rmdir (SPLIT_RM). Safety properties
+ * P1-P6 (and the boundary P3R) are assertions; liveness L1, L2 (LIVE) are never claims.
  *
  * Every switch is a -D define (spin -DNAME=VALUE, or `scripts/dev model`); the defaults are
  * the main configuration. Quotes of PROTOCOL.md are marked "PROTOCOL sN:".
@@ -670,7 +673,7 @@ failed:
 /* ---------------------------------------------------------------- apnea-locks reclaim */
 /* One reclaim process (sweep = 0), or the final `reclaim --force` run alone once every actor
  * has finished (sweep = 1). The survey judges an entry; its removal is carried out as
- * src/repair.cc does. PROTOCOL s10: "The real reclaim adds nothing but the re-validation
+ * src/removal.cc (carry_out) does. PROTOCOL s10: "The real reclaim adds nothing but the re-validation
  * under the guard". */
 proctype Reclaim(byte me; bit F; bit sweep) {
   byte n, e, d, d2, d3, p, gb, g, sl, t;
