@@ -1,12 +1,15 @@
 /*
- * One Apnea lock name, model-checked (issue 17). See docs/model/README.md.
+ * One Apnea lock name, model-checked (issues 17 and 31). See docs/model/README.md.
  *
  * Actors: Apnea processes (flavour REF: Apnea 0.2.2's operation-lock.ts; RUN: apnea-locks
  * `run`, i.e. src/lock.cc acquire/release), a writer of malformed records (FOREIGN),
- * apnea-locks `reclaim` with or without --force (src/cli/reclaim.cc -> src/repair.cc ->
- * src/lock.cc, decisions of src/policy.cc), a clock, a killer that crashes any actor at any
- * step, a pauser that stops a guard holder between two of its steps, and, once every actor
- * has finished, a final `reclaim --force` sweep that must leave the area empty.
+ * apnea-locks `reclaim` with or without --force (src/cli/reclaim.cc -> src/removal.cc,
+ * decisions of src/policy.cc), a clock, a killer that crashes any actor at any step, a pauser
+ * that stops a guard holder between two of its steps, a human with rm -r (DISPLACE), and,
+ * once every actor has finished, a final `reclaim --force` sweep that must leave the area
+ * empty. The filesystem as it is: the guard's inode number is reused at once (GUARD_REUSE),
+ * an entry is removed by unlinking owner.json, then rmdir (SPLIT_RM). Safety properties
+ * P1-P6 (and the boundary P3R) are assertions; liveness L1, L2 (LIVE) are never claims.
  *
  * Every switch is a -D define (spin -DNAME=VALUE, or `scripts/dev model`); the defaults are
  * the main configuration. Quotes of PROTOCOL.md are marked "PROTOCOL sN:".
@@ -74,14 +77,35 @@
                          "Remove this lock directory manually"); P1/P2 are not checked */
 #define DISPLACE 0
 #endif
-#ifndef CHECK_OWNERLESS /* also flag the removal of a pid-less entry whose writer is alive */
-#define CHECK_OWNERLESS 0
+#ifndef CHECK_OWNERLESS /* also flag the removal of a pid-less entry whose writer is alive;
+                           off where writers may be stopped before owner.json (PAUSE_WRITE):
+                           that removal is --force's trust, boundary-ownerless */
+#define CHECK_OWNERLESS (!PAUSE_WRITE)
+#endif
+#ifndef CHECK_RENAME  /* P3R: also flag a release that renames a lock not its own (the
+                         boundary after a human rm -r; P3 proper is about deleting it) */
+#define CHECK_RENAME 0
+#endif
+#ifndef GUARD_REUSE   /* 1: every guard mkdir gets the same inode number (ext4 hands a freed
+                         number back at once) and the same-object test cannot tell two guards
+                         apart; 0: a fresh number each time */
+#define GUARD_REUSE 1
+#endif
+#ifndef SPLIT_RM      /* 1: removing an entry is two steps, unlink owner.json, then rmdir */
+#define SPLIT_RM 1
 #endif
 #ifndef ONLY_P1       /* check mutual exclusion only (to show a mutant's consequence) */
 #define ONLY_P1 0
 #endif
+#ifndef LIVE          /* liveness (never claims L1, L2; pan -a -f -N L1): acquirer 0 keeps
+                         trying until it acquires (its attempts start over after every
+                         failure), the reclaim process is a periodic one (a timer runs it
+                         for ever: it never stops on its own), neither is ever killed; no
+                         final sweep */
+#define LIVE 0
+#endif
 #ifndef CLEANUP       /* run the final sweep (P4/P5) */
-#define CLEANUP 1
+#define CLEANUP (!LIVE)
 #endif
 /* Mutants: each must produce a counterexample. */
 #ifndef MUT_FORCE_MALFORMED /* the old rule: --force removes any malformed lock */
@@ -102,6 +126,25 @@
 #ifndef MUT_GUARD_RM_RACE   /* apnea-locks before issue 17: two reclaim processes remove a
                                guard without excluding each other (lstat, then rmdir by path) */
 #define MUT_GUARD_RM_RACE 0
+#endif
+#ifndef MUT_NO_REREAD       /* Apnea's/run's reclamation skips s6.2's re-read under the guard */
+#define MUT_NO_REREAD 0
+#endif
+#ifndef MUT_YOUNG_DEBRIS    /* reclaim --force removes pid-less debris younger than --guard-age */
+#define MUT_YOUNG_DEBRIS 0
+#endif
+#ifndef MUT_PLAIN_EVIDENCE  /* plain reclaim (no --force) acts on clock evidence */
+#define MUT_PLAIN_EVIDENCE 0
+#endif
+#ifndef MUT_KEEP_PIDLESS    /* reclaim --force never removes pid-less debris */
+#define MUT_KEEP_PIDLESS 0
+#endif
+#ifndef MUT_KEEP_GUARD      /* reclaim --force never removes a leftover guard */
+#define MUT_KEEP_GUARD 0
+#endif
+#ifndef MUT_RM_R            /* release removes <lock> in place (rm -r: unlink owner.json, rmdir)
+                               instead of renaming it to a tombstone first */
+#define MUT_RM_R 0
 #endif
 
 /* ---------------------------------------------------------------- constants */
@@ -160,8 +203,11 @@ byte loc[NOBJ];
 bit wr[NOBJ];         /* owner.json written: the record names its writer's pid */
 byte age[NOBJ];       /* ctime/mtime age, for locks (grace) and pid-less candidates */
 byte lockobj;         /* the object at <lock>, 0: none */
-byte guard;           /* <lock>.reclaim: its inode, 0: absent */
-byte gseq;            /* inode numbers of guards */
+byte guard;           /* <lock>.reclaim: its inode number as lstat shows it, 0: absent (with
+                         GUARD_REUSE always 1: the number is handed back at once) */
+byte gid;             /* which mkdir made the current guard (the model's own identity of it,
+                         for the properties; no process can see it), 0: absent */
+byte gseq;            /* mkdirs of the guard so far */
 byte gholder = 255;   /* who made the current guard */
 byte gage;            /* its age */
 bit stepped;          /* the wall clock stepped forward by less than 60 s (not detected) */
@@ -170,6 +216,8 @@ byte rmlock;          /* flock(LOCK_EX|LOCK_NB) of the lock area by a reclaim re
                          guard: its pid + 1, 0: free (the kernel drops it when it dies) */
 byte nstep, nkill, npause;
 
+bit acquired0;        /* acquirer 0 has published its lock (L2) */
+bit ticked;           /* real time passed since acquirer 0 last failed (LIVE: its back-off) */
 bit dead[NIDS];       /* crashed (killed) */
 bit done[NIDS];       /* finished: its pid is gone too */
 bit paused[NIDS];     /* stopped (T), traced (t) or frozen: visible in the process table */
@@ -177,7 +225,7 @@ byte npaused;
 bit holding[NIDS];    /* believes it holds the lock (acquired, release not begun) */
 byte nholders;        /* live actors that believe they hold the lock */
 byte mine[NIDS];      /* the object it published */
-byte mguard[NIDS];    /* the guard inode it made and believes it holds, 0: none */
+byte mguard[NIDS];    /* the guard (gid) it made and believes it holds, 0: none */
 byte cand[NIDS];      /* its current candidate, 0: none */
 
 #define ALIVE(a) ((a) < NACT + 1 && !dead[a] && !done[a])
@@ -188,65 +236,109 @@ byte cand[NIDS];      /* its current candidate, 0: none */
 /* Every step of an actor is one atomic block starting with RUNS: a paused actor takes none. */
 #define RUNS !paused[me] ->
 
+/* Every reader of <lock> follows the protocol's writers only: P6 is checked unless a writer
+ * of malformed records or a human is in the run. */
+#define HAS_FOREIGN (FLAV0 == FOREIGN || (NA > 1 && FLAV1 == FOREIGN) || (NA > 2 && FLAV2 == FOREIGN))
+#define CHECK_P6 (!DISPLACE && !HAS_FOREIGN)
+
 /* ---------------------------------------------------------------- properties */
+/* Each property's violation is one condition, a #define named P<n>_BAD (check.py --meta makes
+ * each in turn vacuous and requires the check to fail), and one assertion over its own
+ * variable, so that pan's "assertion violated !(p<n>_violated)" names the property. */
+bit p1_violated, p2_violated, p3_violated, p3r_violated, p4_violated, p5_violated, p6_violated;
+
 /* P1: never two live holders. Checked when a lock is published. */
+#define P1_BAD (!DISPLACE && nholders > 0)
 inline p1_publish() {
   if
-  :: !DISPLACE && nholders > 0 ->
+  :: P1_BAD ->
      printf("MODEL P1 violated: actor %d published while another live actor holds the lock\n", me);
-     assert(false)
+     p1_violated = 1; assert(!p1_violated)
   :: else -> skip
   fi
 }
 
-/* P2: never a removal (rmdir, or rename away from <lock>) of an entry whose writer is alive,
- * by anyone but the writer. PROTOCOL s10: "An entry (lock, candidate or tombstone) whose
- * owner record names a pid that is not proven dead is never removed, by any command, with
- * any flag." A pid-less entry of a live writer is flagged only with CHECK_OWNERLESS (the
- * --force trust "an ownerless entry older than --guard-age is abandoned"). */
+/* P2: never a removal (unlink of owner.json, rmdir, or a rename away from <lock>) of an entry
+ * whose writer is alive, by anyone but the writer. PROTOCOL s10: "An entry (lock, candidate
+ * or tombstone) whose owner record names a pid that is not proven dead is never removed, by
+ * any command, with any flag." A pid-less entry of a live writer is flagged with
+ * CHECK_OWNERLESS (on unless writers may stop before owner.json: the --force trust "an
+ * ownerless entry older than --guard-age is abandoned"). */
+#define P2_BAD(o) (!DISPLACE && !ONLY_P1 && WRITER(o) != me && ALIVE(WRITER(o)) && (wr[o] || CHECK_OWNERLESS))
 inline p2_remove(o) {
   if
-  :: !DISPLACE && !ONLY_P1 && WRITER(o) != me && ALIVE(WRITER(o)) && wr[o] ->
-     printf("MODEL P2 violated: actor %d removes entry %d (loc %d) whose writer %d is alive\n",
-            me, o, loc[o], WRITER(o));
-     assert(false)
-  :: !DISPLACE && CHECK_OWNERLESS && WRITER(o) != me && ALIVE(WRITER(o)) && !wr[o] ->
-     printf("MODEL P2 (ownerless) violated: actor %d removes pid-less entry %d whose writer %d is alive\n",
-            me, o, WRITER(o));
-     assert(false)
+  :: P2_BAD(o) ->
+     printf("MODEL P2 violated: actor %d removes entry %d (loc %d, owner.json %d) whose writer %d is alive\n",
+            me, o, loc[o], wr[o], WRITER(o));
+     p2_violated = 1; assert(!p2_violated)
   :: else -> skip
   fi
 }
 
 /* P2 for the guard: never removed by anyone but its holder while the holder is alive. */
+#define P2_GUARD_BAD (!DISPLACE && !ONLY_P1 && gholder != me && ALIVE(gholder) && mguard[gholder] == gid)
 inline p2_guard() {
   if
-  :: !DISPLACE && !ONLY_P1 && gholder != me && ALIVE(gholder) && mguard[gholder] == guard ->
-     printf("MODEL P2 violated: actor %d removes guard %d of live holder %d\n", me, guard, gholder);
-     assert(false)
+  :: P2_GUARD_BAD ->
+     printf("MODEL P2 violated: actor %d removes guard %d of live holder %d\n", me, gid, gholder);
+     p2_violated = 1; assert(!p2_violated)
   :: else -> skip
   fi
 }
 
-/* P3: a released or displaced lock never removes someone else's: what a releaser renames or
- * removes is its own lock, and the guard a holder removes is its own guard. */
+/* P3: nobody deletes another owner's lock: what a releaser deletes (unlinks owner.json of,
+ * rmdirs) is its own lock, and the guard a process removes as its own is its own guard. It
+ * holds with a human's rm -r too (DISPLACE). */
+#define P3_BAD(t) (!ONLY_P1 && (t) != mine[me])
 inline p3_own(t) {
   if
-  :: !ONLY_P1 && t != mine[me] ->
-     printf("MODEL P3 violated: actor %d releasing its lock %d renames/removes entry %d of %d\n",
+  :: P3_BAD(t) ->
+     printf("MODEL P3 violated: actor %d releasing its lock %d deletes entry %d of %d\n",
             me, mine[me], t, WRITER(t));
-     assert(false)
+     p3_violated = 1; assert(!p3_violated)
   :: else -> skip
   fi
 }
+#define P3_GUARD_BAD (!ONLY_P1 && !DISPLACE && gid != mguard[me])
 inline p3_guard() {
   if
-  :: !ONLY_P1 && !DISPLACE && guard != mguard[me] ->
-     printf("MODEL P3 violated: actor %d removes guard %d, not its own guard %d\n", me, guard, mguard[me]);
-     assert(false)
+  :: P3_GUARD_BAD ->
+     printf("MODEL P3 violated: actor %d removes guard %d, not its own guard %d\n", me, gid, mguard[me]);
+     p3_violated = 1; assert(!p3_violated)
   :: else -> skip
   fi
 }
+/* P3R, a boundary (checked only with CHECK_RENAME): a release renames only its own lock.
+ * Apnea's release reads the token, then renames: after a human's rm -r of the lock and a new
+ * owner's publication in between, it renames the new owner's lock to a tombstone (and keeps
+ * it, the tombstone's token being another's). */
+#define P3R_BAD(t) (CHECK_RENAME && !ONLY_P1 && (t) != mine[me])
+inline p3r_rename(t) {
+  if
+  :: P3R_BAD(t) ->
+     printf("MODEL P3R violated: actor %d releasing its lock %d renames entry %d of %d\n",
+            me, mine[me], t, WRITER(t));
+     p3r_violated = 1; assert(!p3r_violated)
+  :: else -> skip
+  fi
+}
+
+/* P6: no reader sees <lock> without its owner record (Apnea: "malformed") while every writer
+ * follows the protocol: a lock is published whole by rename and leaves <lock> by rename, so
+ * <lock> always has its owner.json. Checked wherever <lock> is read. */
+#define P6_BAD (CHECK_P6 && lockobj != 0 && !wr[lockobj])
+inline p6_read() {
+  if
+  :: P6_BAD ->
+     printf("MODEL P6 violated: actor %d reads <lock> (entry %d) without owner.json: malformed\n", me, lockobj);
+     p6_violated = 1; assert(!p6_violated)
+  :: else -> skip
+  fi
+}
+
+/* P4 and P5 are checked at the end of the final sweep (Reclaim, sweep = 1). */
+#define P4_BAD(e) (loc[e] != NONE)
+#define P5_BAD (guard != 0)
 
 /* ---------------------------------------------------------------- the proofs (section 9) */
 /* What a probe of the record's pid gives now. PROTOCOL s9: a certain proof ("no clock
@@ -273,7 +365,7 @@ inline decide_guard(F, d) {
   if
   :: gage < GA -> d = KEEP                                  /* a reclamation in progress */
   :: gage >= GA && npaused > 0 && !MUT_GUARD_AGE -> d = REFUSE   /* may hold it */
-  :: gage >= GA && (npaused == 0 || MUT_GUARD_AGE) -> d = (F -> RM_GUARD : REFUSE)
+  :: gage >= GA && (npaused == 0 || MUT_GUARD_AGE) -> d = ((F && !MUT_KEEP_GUARD) -> RM_GUARD : REFUSE)
   fi
 }
 
@@ -296,15 +388,16 @@ inline decide_lock(o, F, own, d, p, gb, d3) {
   probe(o, p);
   guard_blocks(F, own, gb, d3);
   if
-  :: MALFORMED(o) ->
+  :: !wr[o] -> d = REFUSE     /* no owner.json (only a mutant makes such a lock): kept */
+  :: wr[o] && MALFORMED(o) ->
      if
      :: F && MUT_FORCE_MALFORMED && gb == 0 -> d = RM_MALF       /* the old rule */
      :: F && p != PNONE && gb == 0 -> d = RM_MALF
      :: else -> d = REFUSE
      fi
-  :: !MALFORMED(o) ->
+  :: wr[o] && !MALFORMED(o) ->
      if
-     :: gb == 0 && (p == CERTAIN || (p == EVIDENCE && F)) -> d = RM_OWNER
+     :: gb == 0 && (p == CERTAIN || (p == EVIDENCE && (F || MUT_PLAIN_EVIDENCE))) -> d = RM_OWNER
      :: else -> d = REFUSE
      fi
   fi
@@ -316,13 +409,13 @@ inline decide_lock(o, F, own, d, p, gb, d3) {
  * while its lock's guard is younger than --guard-age. */
 inline decide_transient(o, F, own, d, p, gb, d3) {
   if
-  :: !wr[o] && age[o] < GA -> d = KEEP
-  :: !wr[o] && age[o] >= GA ->
+  :: !wr[o] && age[o] < GA && !MUT_YOUNG_DEBRIS -> d = KEEP
+  :: !wr[o] && (age[o] >= GA || MUT_YOUNG_DEBRIS) ->
      guard_blocks(F, own, gb, d3);
      if
      :: gb == 1 -> d = KEEP
      :: gb == 2 -> d = REFUSE
-     :: gb == 0 -> d = (F -> RM_DEBRIS : REFUSE)
+     :: gb == 0 -> d = ((F && !MUT_KEEP_PIDLESS) -> RM_DEBRIS : REFUSE)
      fi
   :: wr[o] ->
      probe(o, p);
@@ -330,7 +423,7 @@ inline decide_transient(o, F, own, d, p, gb, d3) {
      if
      :: p == PNONE || gb == 1 -> d = KEEP
      :: p != PNONE && gb == 2 -> d = REFUSE
-     :: p != PNONE && gb == 0 -> d = ((p == CERTAIN || F) -> RM_DEBRIS : REFUSE)
+     :: p != PNONE && gb == 0 -> d = ((p == CERTAIN || F || MUT_PLAIN_EVIDENCE) -> RM_DEBRIS : REFUSE)
      fi
   fi
 }
@@ -351,18 +444,29 @@ inline decide(e, F, own, d, p, gb, d3) {
 inline take_guard(ok) {
   if
   :: guard != 0 -> ok = 0
-  :: guard == 0 -> gseq++; guard = gseq; gholder = me; gage = 0; mguard[me] = guard; ok = 1
+  :: guard == 0 -> gseq++; gid = gseq; guard = (GUARD_REUSE -> 1 : gseq); gholder = me; gage = 0;
+     mguard[me] = gid; ok = 1
   fi
 }
 /* rmdir(<lock>.reclaim) by path: removes whatever guard is there. */
 inline drop_guard(ok) {
   if
   :: guard == 0 -> ok = 0                       /* ENOENT */
-  :: guard != 0 -> p3_guard(); guard = 0; gage = 0; gholder = 255; ok = 1
+  :: guard != 0 -> p3_guard(); guard = 0; gid = 0; gage = 0; gholder = 255; ok = 1
   fi;
   mguard[me] = 0
 }
 inline gone(o) { loc[o] = NONE; wr[o] = 0; age[o] = 0 }
+/* PROTOCOL s10: "unlink owner.json ..., then rmdir the entry": two steps with SPLIT_RM (a
+ * crash between leaves a pid-less entry), one without. The entry is found again by its name,
+ * which holds its token or uuid: rmdir_entry removes it only if it is still there as l. */
+inline unlink_owner(o) {
+  wr[o] = 0;
+  if :: !SPLIT_RM -> gone(o) :: else -> skip fi
+}
+inline rmdir_entry(o, l) {
+  if :: SPLIT_RM && loc[o] == l -> gone(o) :: else -> skip fi
+}
 
 /* ---------------------------------------------------------------- Apnea and run (s4-s6) */
 /* Steps are atomic where nothing another actor can do in between changes the outcome:
@@ -376,6 +480,8 @@ proctype Acquirer(byte me; byte flav) {
   byte k, o, x, t;
   bit cont, ok, ok2;
   {
+  k = 0;
+retry:
   k = 0;
   do
   :: k < (flav == FOREIGN -> 1 : ATT) ->
@@ -404,20 +510,22 @@ proctype Acquirer(byte me; byte flav) {
              printf("[pid %d] rename candidate %d to <lock>: published, holds the lock\n", me, o);
              p1_publish();
              loc[o] = LOCK; lockobj = o; age[o] = 0;
-             holding[me] = 1; nholders++; mine[me] = o; cand[me] = 0
+             holding[me] = 1; nholders++; mine[me] = o; cand[me] = 0;
+             if :: me == 0 -> acquired0 = 1 :: else -> skip fi
           fi }
      :: cont -> skip
      fi;
      if
      :: !cont -> goto hold
      :: cont ->
-        /* s4.2: "The candidate is always removed afterwards." */
+        /* s4.2: "The candidate is always removed afterwards." (remove_tree: unlink
+         * owner.json, then rmdir) */
         atomic { RUNS
           if
-          :: loc[o] == CAND -> gone(o); printf("[pid %d] remove candidate %d\n", me, o)
+          :: loc[o] == CAND -> unlink_owner(o); printf("[pid %d] remove candidate %d: unlink owner.json\n", me, o)
           :: else -> skip
-          fi;
-          cand[me] = 0 }
+          fi }
+        atomic { RUNS rmdir_entry(o, CAND); cand[me] = 0 }
      fi;
      if
      :: flav == FOREIGN -> goto failed       /* the other writer gives up */
@@ -430,7 +538,8 @@ proctype Acquirer(byte me; byte flav) {
       * Apnea 0.2.2 may also read a lock that vanished after its lstat as malformed (s8). */
      atomic { RUNS
        x = lockobj;
-       ok = (x != 0 && !MALFORMED(x) && !ALIVE(WRITER(x)) && age[x] >= GRACE);
+       p6_read();
+       ok = (x != 0 && wr[x] && !MALFORMED(x) && !ALIVE(WRITER(x)) && age[x] >= GRACE);
        printf("[pid %d] contended: <lock> is entry %d (writer pid %d); dead and past the grace: %d\n",
               me, x, WRITER(x), ok) }
      if
@@ -451,7 +560,7 @@ proctype Acquirer(byte me; byte flav) {
      fi;
      /* s6.2: "Under the guard: re-read the owner; only if the token is still the dead
       * owner's, rename to a tombstone, verify the token, remove the tombstone." */
-     atomic { RUNS ok = (lockobj == x);
+     atomic { RUNS p6_read(); ok = (lockobj == x || (MUT_NO_REREAD && lockobj != 0));
        printf("[pid %d] re-read <lock>: entry %d; token still %d's: %d\n", me, lockobj, x, ok) }
      if
      :: ok ->
@@ -463,7 +572,9 @@ proctype Acquirer(byte me; byte flav) {
              printf("[pid %d] rename <lock> (entry %d) to a tombstone; its token is %d's: %d\n", me, t, x, ok)
           fi }
         if
-        :: ok -> atomic { RUNS printf("[pid %d] remove tombstone %d\n", me, t); p2_remove(t); gone(t) }
+        :: ok ->
+           atomic { RUNS printf("[pid %d] remove tombstone %d: unlink owner.json\n", me, t); p2_remove(t); unlink_owner(t) }
+           atomic { RUNS rmdir_entry(t, TOMB) }
         :: !ok -> skip                              /* a tombstone not ours is left */
         fi
      :: !ok -> skip
@@ -502,25 +613,58 @@ hold: skip;
   /* s5: "if the owner record still has my token, rename <lock> to <lock>.tombstone.<uuid>,
    * re-read the tombstone's token, and if it is mine, remove the tombstone recursively. A
    * displaced or replaced lock is never removed." */
-  atomic { RUNS ok = (lockobj == mine[me] || (MUT_RELEASE_NOTOKEN && lockobj != 0));
+  atomic { RUNS p6_read(); ok = (lockobj == mine[me] || (MUT_RELEASE_NOTOKEN && lockobj != 0));
     printf("[pid %d] release: <lock> is entry %d, mine is %d: %d\n", me, lockobj, mine[me], ok) }
   if
-  :: ok ->
+  :: ok && !MUT_RM_R ->
      atomic { RUNS
        if
        :: lockobj == 0 -> ok = 0
-       :: lockobj != 0 -> t = lockobj; p3_own(t); p2_remove(t); loc[t] = TOMB; lockobj = 0; age[t] = 0;
+       :: lockobj != 0 -> t = lockobj; p3r_rename(t); p2_remove(t); loc[t] = TOMB; lockobj = 0; age[t] = 0;
           ok = (t == mine[me] || MUT_RELEASE_NOTOKEN);
-          printf("[pid %d] rename <lock> (entry %d) to a tombstone; mine: %d\n", me, t, ok)
+          printf("[pid %d] rename <lock> (entry %d) to a tombstone; its token is mine: %d\n", me, t, t == mine[me])
        fi }
      if
-     :: ok -> atomic { RUNS printf("[pid %d] remove tombstone %d\n", me, t); p3_own(t); p2_remove(t); gone(t) }
-     :: !ok -> skip
+     :: ok ->
+        atomic { RUNS printf("[pid %d] remove tombstone %d: unlink owner.json\n", me, t); p3_own(t); p2_remove(t); unlink_owner(t) }
+        atomic { RUNS rmdir_entry(t, TOMB) }
+     :: !ok -> skip                                 /* another's tombstone is kept */
      fi
+  :: ok && MUT_RM_R ->
+     /* the mutant: rm -r <lock> in place, no tombstone: unlink <lock>/owner.json, rmdir <lock> */
+     atomic { RUNS
+       if
+       :: lockobj == 0 -> ok = 0
+       :: lockobj != 0 -> t = lockobj; p3_own(t); p2_remove(t); wr[t] = 0;
+          printf("[pid %d] rm -r <lock> (entry %d): unlink owner.json\n", me, t)
+       fi }
+     atomic { RUNS
+       if
+       :: ok && lockobj == t && !wr[t] -> gone(t); lockobj = 0; printf("[pid %d] rmdir <lock>\n", me)
+       :: else -> skip                               /* ENOENT, or ENOTEMPTY */
+       fi }
   :: !ok -> skip
   fi;
 finish:
 failed:
+  /* LIVE: acquirer 0 keeps trying (a loop around acquire, as a user or a service would),
+   * sleeping between two tries: it tries again once real time has passed (a tick; without
+   * the sleep, weak fairness alone would let it retry so fast that the clock, disabled while
+   * its candidate has no owner.json yet, never ticks: a livelock of the model, not of the
+   * protocol). Its candidates are numbered again from the first, once every one of them is
+   * gone (a new token each time, in reality: no other process keeps a judgement of the old
+   * one alive, since every removal is re-checked under the guard). */
+  if
+  :: LIVE && me == 0 && !acquired0 ->
+     d_step { ticked = 0 }
+     atomic { RUNS ticked && loc[1 + me * ATT] == NONE && (ATT < 2 || loc[2 + me * ATT] == NONE) &&
+                   (ATT < 3 || loc[3 + me * ATT] == NONE) ->
+       ticked = 0;
+       printf("[pid %d] tries again\n", me);
+       k = 0; o = 0; x = 0; t = 0; ok = 0; ok2 = 0; cont = 0 }
+     goto retry
+  :: else -> skip
+  fi;
   atomic { done[me] = 1; cand[me] = 0; mine[me] = 0; printf("[pid %d] exits\n", me);
     k = 0; o = 0; x = 0; t = 0; ok = 0; ok2 = 0; cont = 0 }
   } unless { dead[me] -> d_step { k = 0; o = 0; x = 0; t = 0; ok = 0; ok2 = 0; cont = 0 } }
@@ -529,7 +673,7 @@ failed:
 /* ---------------------------------------------------------------- apnea-locks reclaim */
 /* One reclaim process (sweep = 0), or the final `reclaim --force` run alone once every actor
  * has finished (sweep = 1). The survey judges an entry; its removal is carried out as
- * src/repair.cc does. PROTOCOL s10: "The real reclaim adds nothing but the re-validation
+ * src/removal.cc (carry_out) does. PROTOCOL s10: "The real reclaim adds nothing but the re-validation
  * under the guard". */
 proctype Reclaim(byte me; bit F; bit sweep) {
   byte n, e, d, d2, d3, p, gb, g, sl, t;
@@ -541,8 +685,9 @@ proctype Reclaim(byte me; bit F; bit sweep) {
      /* The survey: one entry judged now. A sweep takes the first removable entry in
       * reclaim's order: "Guards first ..., then locks, then candidates and tombstones". */
      atomic { RUNS
+       p6_read();       /* the survey lists the area and reads <lock>'s owner.json */
        if
-       :: !sweep ->
+       :: !sweep && !LIVE ->
           if
           :: guard != 0 -> e = 0
           :: lockobj != 0 -> e = lockobj
@@ -555,7 +700,7 @@ proctype Reclaim(byte me; bit F; bit sweep) {
              od
           fi;
           decide(e, F, 0, d, p, gb, d3)
-       :: sweep ->
+       :: sweep || LIVE ->   /* (a periodic reclaim surveys in the same order) */
           e = 0; decide(e, F, 0, d, p, gb, d3);
           if
           :: d < RM_OWNER && lockobj != 0 -> e = lockobj; decide(e, F, 0, d, p, gb, d3)
@@ -585,7 +730,8 @@ proctype Reclaim(byte me; bit F; bit sweep) {
        fi }
      if
      :: sweep && d < RM_OWNER -> break         /* nothing left that may be removed */
-     :: d >= RM_OWNER -> n++                   /* (n counts removals: judging alone changes nothing) */
+     :: d >= RM_OWNER && !(LIVE && !sweep) -> n++   /* (n counts removals: judging alone changes nothing) */
+     :: d >= RM_OWNER && LIVE && !sweep -> skip     /* a periodic reclaim never runs out */
      :: else -> skip
      fi;
      if
@@ -614,7 +760,7 @@ proctype Reclaim(byte me; bit F; bit sweep) {
               atomic { RUNS
                 printf("[pid %d] rmdir <lock>.reclaim (guard %d, made by pid %d)\n", me, guard, gholder);
                 if
-                :: guard != 0 -> p2_guard(); guard = 0; gage = 0; gholder = 255
+                :: guard != 0 -> p2_guard(); guard = 0; gid = 0; gage = 0; gholder = 255
                 :: guard == 0 -> skip
                 fi;
                 if :: rmlock == me + 1 -> rmlock = 0 :: else -> skip fi }
@@ -653,7 +799,8 @@ proctype Reclaim(byte me; bit F; bit sweep) {
               :: ok ->
                  /* s10: "open it as a directory with O_NOFOLLOW, check it is the same device
                   * and inode that was judged, unlink owner.json ..., then rmdir the entry" */
-                 atomic { RUNS printf("[pid %d] remove tombstone %d\n", me, t); p2_remove(t); gone(t) }
+                 atomic { RUNS printf("[pid %d] remove tombstone %d: unlink owner.json\n", me, t); p2_remove(t); unlink_owner(t) }
+                 atomic { RUNS rmdir_entry(t, TOMB) }
               :: !ok -> skip                      /* "the renamed lock changed; kept" */
               fi
            :: !ok -> skip
@@ -679,9 +826,10 @@ proctype Reclaim(byte me; bit F; bit sweep) {
            :: ok ->
               atomic { RUNS
                 if
-                :: loc[e] == sl -> printf("[pid %d] remove entry %d (loc %d)\n", me, e, sl); p2_remove(e); gone(e)
+                :: loc[e] == sl -> printf("[pid %d] remove entry %d (loc %d): unlink owner.json\n", me, e, sl); p2_remove(e); unlink_owner(e)
                 :: loc[e] != sl -> skip           /* "it is already gone" */
                 fi }
+              atomic { RUNS rmdir_entry(e, sl) }
            :: !ok -> skip
            fi;
            atomic { RUNS printf("[pid %d] rmdir <lock>.reclaim (guard %d; mine %d)\n", me, guard, mguard[me]); drop_guard(ok2) }
@@ -690,28 +838,29 @@ proctype Reclaim(byte me; bit F; bit sweep) {
      :: d < RM_OWNER -> skip                       /* keep / refuse */
      fi;
      d_step { e = 0; d = 0; d2 = 0; d3 = 0; p = 0; gb = 0; g = 0; sl = 0; t = 0; ok = 0; ok2 = 0 }
-  :: !sweep -> break                               /* a run may stop at any time */
+  :: !sweep && !LIVE -> break                      /* a run may stop at any time */
   :: n >= (sweep -> 3 * NOBJ : (me == NA -> RSTEPS : RSTEPS2)) -> break
   od;
   if
   :: sweep ->
      /* P4/P5: once every process has finished, `reclaim --force` leaves nothing behind: no
-      * dead owner's lock, no crashed holder's guard, no debris. */
+      * crashed holder's guard (checked first: a guard left blocks the lock's removal too), no
+      * dead owner's lock, no debris. */
+     if
+     :: P5_BAD ->
+        printf("MODEL P5 violated: guard %d (made by %d) left after the final reclaim --force\n", gid, gholder);
+        p5_violated = 1; assert(!p5_violated)
+     :: else -> skip
+     fi;
      e = 1;
      do
-     :: e <= MAXO && loc[e] != NONE ->
+     :: e <= MAXO && P4_BAD(e) ->
         printf("MODEL P4 violated: entry %d (loc %d, writer %d) left after the final reclaim --force\n",
                e, loc[e], WRITER(e));
-        assert(false)
-     :: e <= MAXO && loc[e] == NONE -> e++
+        p4_violated = 1; assert(!p4_violated)
+     :: e <= MAXO && !P4_BAD(e) -> e++
      :: e > MAXO -> break
-     od;
-     if
-     :: guard != 0 ->
-        printf("MODEL P5 violated: guard %d (made by %d) left after the final reclaim --force\n", guard, gholder);
-        assert(false)
-     :: else -> skip
-     fi
+     od
   :: else -> skip
   fi;
   atomic { done[me] = 1; n = 0; e = 0 }
@@ -723,7 +872,7 @@ proctype Reclaim(byte me; bit F; bit sweep) {
  * Timing assumption: a running (not stopped) process takes less than the guard age between
  * two steps, so a tick may not make the guard of a running holder, or the pid-less candidate
  * of a running writer, reach GA. Steps are jumps of the wall clock (s9). */
-#define GUARD_TICK_OK (guard == 0 || gage + 1 < GA || !(gholder < NIDS) || !RUNNING(gholder) || mguard[gholder] != guard)
+#define GUARD_TICK_OK (guard == 0 || gage + 1 < GA || !(gholder < NIDS) || !RUNNING(gholder) || mguard[gholder] != gid)
 #define CAND_TICK_OK(a) ((a) >= NA || cand[a] == 0 || wr[cand[a]] || loc[cand[a]] != CAND || age[cand[a]] + 1 < GA || !RUNNING(a))
 #define TICK_OK (GUARD_TICK_OK && CAND_TICK_OK(0) && CAND_TICK_OK(1) && CAND_TICK_OK(2))
 
@@ -746,7 +895,7 @@ end_clock:
        :: guard != 0 && gage < GA -> gage++
        :: else -> skip
        fi;
-       o = 0;
+       o = 0; ticked = LIVE;
        printf("[clock] tick: guard age %d, lock age %d\n", gage, age[lockobj]) }
   :: atomic { (STEPS & 1) && nstep < MAXSTEP && !ALLDONE ->
        /* a small forward step (less than 60 s): not detected, it fakes clock evidence */
@@ -781,7 +930,8 @@ end_clock:
 
 /* SIGKILL: any actor, at any step, paused or not: it stops forever. */
 /* A stopped process can always be killed (that is how a user ends a stop for good). */
-#define CANKILL(a) ((a) < NACT && !dead[a] && !done[a] && (nkill < MAXKILL || paused[a]))
+#define CANKILL(a) ((a) < NACT && !dead[a] && !done[a] && (nkill < MAXKILL || paused[a]) && \
+  !(LIVE && ((a) == 0 || (a) >= NA)))
 #define KILL(a) dead[a] = 1; nkill++; printf("[killer] SIGKILL pid %d\n", a); mine[a] = 0; \
   if :: rmlock == (a) + 1 -> rmlock = 0 :: else -> skip fi; \
   if :: paused[a] -> paused[a] = 0; npaused-- :: else -> skip fi; \
@@ -802,7 +952,7 @@ end_killer:
  * writer of a pid-less candidate, stops between two of its steps and is visible as paused.
  * With PAUSE 1 it resumes only while its guard (its candidate) is younger than the guard
  * age; after that only death ends the stop. */
-#define HOLDS_GUARD(a) (mguard[a] != 0 && mguard[a] == guard)
+#define HOLDS_GUARD(a) (mguard[a] != 0 && mguard[a] == gid)
 #define WRITING(a) ((a) < NA && PAUSE_WRITE && cand[a] != 0 && !wr[cand[a]] && loc[cand[a]] == CAND)
 #define CANPAUSE(a) ((a) < NACT && PAUSE > 0 && npause < MAXPAUSE && RUNNING(a) && (HOLDS_GUARD(a) || WRITING(a)))
 #define CANRESUME(a) ((a) < NACT && paused[a] && (PAUSE == 2 || \
@@ -843,7 +993,7 @@ init {
     :: else -> skip
     fi;
     if
-    :: INIT >= 2 -> gseq++; guard = gseq; gholder = GHOST; gage = GA
+    :: INIT >= 2 -> gseq++; gid = gseq; guard = (GUARD_REUSE -> 1 : gseq); gholder = GHOST; gage = GA
     :: else -> skip
     fi;
     if :: NA >= 1 -> run Acquirer(0, FLAV0) :: else -> skip fi;
@@ -864,3 +1014,33 @@ end_wait:
     if :: guard != 0 -> gage = GA :: else -> skip fi;
     run Reclaim(SWEEPER, 1, 1) }
 }
+
+/* ---------------------------------------------------------------- liveness (LIVE) */
+/* Checked by pan -a -f (weak fairness: a process that can always move eventually moves) with
+ * -N naming one claim; each claim accepts the runs that break its property. */
+#if LIVE
+#define DEAD_LOCK (lockobj != 0 && !ALIVE(WRITER(lockobj)))
+/* L1: a dead owner's lock is eventually removed: [] (DEAD_LOCK -> <> !DEAD_LOCK); its
+ * negation <> [] DEAD_LOCK. */
+never L1 {
+T0_init:
+  do
+  :: (DEAD_LOCK) -> goto accept_S1
+  :: (1) -> goto T0_init
+  od;
+accept_S1:
+  do
+  :: (DEAD_LOCK) -> printf("MODEL L1 violated: a dead owner's lock stays for ever\n"); goto accept_S1
+  od
+}
+/* L2: an Apnea that keeps trying eventually acquires once the live holders stop: <> acquired0;
+ * its negation [] !acquired0. (The other acquirers stop: they have a bounded number of
+ * attempts, or are killed.) */
+never L2 {
+accept_init:
+  do
+  :: (!acquired0) -> printf("MODEL L2 violated: acquirer 0 never acquires\n"); goto accept_init
+  od
+}
+#endif
+
