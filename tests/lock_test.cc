@@ -732,3 +732,34 @@ TEST_CASE("a dead owner's lock that cannot be removed whole is not renamed to a 
   CHECK(outcome->changed.find("extra") != std::string::npos);
   CHECK(f.entries() == std::vector<std::string>{f.target.lock_path.substr(f.dir.size() + 1)});
 }
+
+// Model: P3 ("nobody deletes another owner's lock") and the boundary P3R. The release reads
+// its token at <lock>, then renames <lock> to a tombstone: a human's rm -r of the lock and a
+// new owner's publication between the two make it rename the new owner's lock (P3R, the
+// documented boundary, trails/boundary-release-rename.txt). What keeps P3 is the re-read of
+// the tombstone's token after the rename: the tombstone is another's, so it is kept, never
+// deleted (mutant-release-notoken deletes it). Deleting that re-read from remove_if_owned
+// (src/removal.cc) turns this red; nothing else in the suite did.
+TEST_CASE("model P3: a release whose lock was replaced after its token check keeps the successor's lock") {
+  Fixture f;
+  auto held = acquire(f.system, f.target, apnea_options(LockKind::repository));
+  REQUIRE(held);
+  const std::string lock = f.target.lock_path;
+  bool replaced = false;
+  f.system.before = [&](std::string_view op, const std::string& path) {
+    if (op != "rename" || replaced || path.find(".tombstone.") == std::string::npos) return;
+    replaced = true;  // between the token read and the rename: rm -r by hand, a new owner
+    REQUIRE(f.system.real().remove_tree(lock));
+    f.plant(lock, live_pid, "successor");
+  };
+  auto released = held->release();
+  CHECK(replaced);
+  REQUIRE(released);
+  CHECK_FALSE(*released);  // nothing of ours was removed
+  // P3R, the boundary: the successor's lock was renamed away, to a tombstone that is kept
+  // whole, its owner record intact (a reader sees a free name, `status` a tombstone).
+  const std::vector<std::string> left = f.entries();
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].find(".tombstone.") != std::string::npos);
+  CHECK(f.token_at(f.dir + "/" + left[0]) == "successor");
+}
