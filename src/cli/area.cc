@@ -239,8 +239,8 @@ unsigned default_jobs() {
 }
 
 std::expected<SurveySettings, std::string> judging_settings(System& system, const LockArea& area,
-                                                          const TimingOptions& timing, bool force,
-                                                          HostRead host) {
+                                                            const TimingOptions& timing, bool force,
+                                                            HostRead host) {
   const Windows windows{.tolerance = std::chrono::nanoseconds(timing.tolerance_ns),
                         .guard_age = std::chrono::nanoseconds(timing.guard_age_ns)};
   SurveySettings settings = survey_settings(system, area.directory, windows, force, host);

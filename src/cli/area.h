@@ -142,9 +142,9 @@ void add_timing_options(po::options_description& options, TimingOptions& timing,
 /// survey when it has something to judge), deciding for `reclaim` with `force`. (The timing
 /// options were checked when they were parsed: this does not fail today.)
 std::expected<SurveySettings, std::string> judging_settings(System& system, const LockArea& area,
-                                                          const TimingOptions& timing,
-                                                          bool force = false,
-                                                          HostRead host = HostRead::now);
+                                                            const TimingOptions& timing,
+                                                            bool force = false,
+                                                            HostRead host = HostRead::now);
 
 /// Lists `area` with the survey and calls `visit` with each entry judged (with its label);
 /// then, for each name of `expected_locks` that was not listed, with that lock judged as

@@ -98,7 +98,6 @@ inline constexpr DurationRange guard_age_range{ns_per_minute, 30 * ns_per_day};
 inline constexpr DurationRange lock_age_range{ns_per_second, 365 * ns_per_day};  ///< --warn-age, --crit-age
 inline constexpr DurationRange wait_range{0, 30 * ns_per_day};                   ///< run --wait
 
-
 /// Parses the value of a duration option: exactly `[0-9]+[smhd]?` (a bare number is
 /// seconds), in nanoseconds, checked against [min_ns, max_ns]. Anything else (`1e3`,
 /// `0x10`, ` 5`, `inf`, `-1`, `+5`, empty, a number too large for any range) is a message
