@@ -561,3 +561,55 @@ TEST_CASE("check: a reclaim guard that blocks Apnea is never OK, however recent"
   CommandResult status = run_command({test_env("APNEA_LOCKS_BIN"), "status", "--lock-dir", area.path});
   CHECK(status.status == 1);
 }
+
+TEST_CASE("under sudo, check and status refuse --output-file and paths the invoking account could not read") {
+  // SUDO_UID names the account that ran sudo (here one that owns nothing). Nothing here runs
+  // sudo: the refusal rests on that variable alone, which a user setting it by hand can only
+  // use against themselves.
+  Area area;
+  REQUIRE(::chmod(area.root.path().c_str(), 0755) == 0);
+  const std::string secret = area.root / "secret";
+  make_dir(secret);
+  REQUIRE(::chmod(secret.c_str(), 0700) == 0);
+  const std::string hidden = fake_lock_name("hidden", LockKind::repository);
+  make_entry(secret, hidden, "{\"pid\":1}", 0700, 0600);
+  const std::string open = area.root / "open";
+  make_dir(open);
+  REQUIRE(::chmod(open.c_str(), 0755) == 0);
+  const std::string written = area.root / "metrics.prom";
+  const std::string bin = test_env("APNEA_LOCKS_BIN");
+  auto as_sudo = [&](std::vector<std::string> args, const std::string& uid = "1234") {
+    std::vector<std::string> words = {"sh", "-c", "\"$0\" \"$@\" 2>&1", bin};
+    words.insert(words.end(), args.begin(), args.end());
+    return run_command(words, "SUDO_UID=" + uid + " ");
+  };
+  auto refused = [&](const CommandResult& result, int status, const std::string& option) {
+    INFO(result.out);
+    CHECK(result.status == status);
+    CHECK(result.out.find(option) != std::string::npos);
+    CHECK(result.out.find("refused under sudo (invoked by uid") != std::string::npos);
+    CHECK(result.out.find(hidden) == std::string::npos);
+    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 1);
+  };
+
+  refused(as_sudo({"check", "--lock-dir", area.path, "--prometheus", "--output-file", written}), 3,
+          "--output-file '" + written + "'");
+  refused(as_sudo({"status", "--lock-dir", area.path, "--format", "prometheus", "--output-file", written}), 2,
+          "--output-file '" + written + "'");
+  CHECK(::access(written.c_str(), F_OK) != 0);
+  refused(as_sudo({"check", "--lock-dir", secret, "-vv"}), 3, "--lock-dir '" + secret + "'");
+  refused(as_sudo({"status", "--lock-dir", secret}), 2, "--lock-dir '" + secret + "'");
+  refused(as_sudo({"status", secret + "/" + hidden}), 2, "LOCKPATH '" + secret + "'");
+  refused(as_sudo({"check", "--lock-dir", open, "--scan", secret}), 3, "--scan '" + secret + "'");
+  refused(as_sudo({"check", "--lock-dir", open, "--repo", secret}), 3, "--repo '" + secret + "'");
+  refused(as_sudo({"status", "--lock-dir", secret}, "not-a-uid"), 2, "--lock-dir '" + secret + "'");
+
+  // What the invoking account could read itself is judged as without sudo (this one is
+  // unsafe: its mode lets others in), and without sudo nothing is refused.
+  CommandResult readable = as_sudo({"check", "--lock-dir", open});
+  CHECK(readable.out.find("refused") == std::string::npos);
+  CHECK(readable.out.find("unsafe") != std::string::npos);
+  CommandResult own = as_sudo({"check", "--lock-dir", secret, "-vv"}, std::to_string(::getuid()));
+  CHECK(own.out.find("refused") == std::string::npos);
+  CHECK(own.out.find(hidden) != std::string::npos);
+}

@@ -203,7 +203,7 @@ TEST_CASE("nagios4 -v accepts the shipped command and service definitions") {
   CHECK_MESSAGE(verified.status == 0, verified.out);
   CHECK_MESSAGE(verified.out.find("Total Warnings: 0") != std::string::npos, verified.out);
   CHECK_MESSAGE(verified.out.find("Total Errors:   0") != std::string::npos, verified.out);
-  CHECK_MESSAGE(verified.out.find("Checked 3 commands.") != std::string::npos, verified.out);
+  CHECK_MESSAGE(verified.out.find("Checked 4 commands.") != std::string::npos, verified.out);
 }
 
 TEST_CASE("Nagios runs check_apnea_locks_dir and parses its state, output, perfdata and long output") {

@@ -3,15 +3,20 @@
 #include "cli/nagios.h"
 
 #include <doctest/doctest.h>
+#include <fnmatch.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "area_builder.h"
 #include "cli/commands.h"
+#include "process_util.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
@@ -156,4 +161,72 @@ TEST_CASE("-t: a check that hangs ends UNKNOWN with exit 3 when the timeout expi
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 3);
   CHECK(text == "APNEA-LOCKS UNKNOWN - timed out after 1s (-t) checking " + area + "\n");
+}
+
+namespace {
+
+/// One sudoers line the shipped Nagios commands ask for: `USER HOST=(RUNAS) NOPASSWD: CMND ARGS`.
+struct SudoersLine {
+  std::string runas, command, args;
+  /// Whether sudo lets `command args` run as `as` through this line: the command exactly,
+  /// the arguments matched as sudo 1.9 matches them (fnmatch(3) without flags, so `*` also
+  /// matches spaces; no arguments in the line allow any).
+  bool allows(const std::string& as, const std::string& cmnd, const std::string& given) const {
+    if (cmnd != command || (runas != "ALL" && runas != as)) return false;
+    if (args.empty()) return true;
+    if (args == "\"\"") return given.empty();
+    return ::fnmatch(args.c_str(), given.c_str(), 0) == 0;
+  }
+};
+
+std::string contrib_text(const std::string& relative) {
+  std::ifstream in(test_env("APNEA_LOCKS_SOURCE") + "/" + relative, std::ios::binary);
+  REQUIRE_MESSAGE(in, relative);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("the shipped sudoers lines run the shipped commands and nothing else") {
+  const std::string commands = contrib_text("contrib/nagios/apnea-locks-commands.cfg");
+  std::vector<SudoersLine> lines;
+  const std::regex sudoers(R"(#\s+nagios\s+ALL=\((\S+)\)\s+NOPASSWD:\s+(\S+)[ \t]*([^\n]*))");
+  for (std::sregex_iterator it(commands.begin(), commands.end(), sudoers), end; it != end; ++it)
+    lines.push_back({(*it)[1], (*it)[2], (*it)[3]});
+  REQUIRE(lines.size() >= 2);
+
+  // Each command_line that goes through sudo, with the service's argument for $ARG1$.
+  const std::regex command_line(R"(command_line\s+/usr/bin/sudo -n -u (\S+) (\S+) ([^\n]*))");
+  int through_sudo = 0;
+  for (std::sregex_iterator it(commands.begin(), commands.end(), command_line), end; it != end; ++it) {
+    std::string as = (*it)[1];
+    if (as == "$ARG1$") as = "ann";  // the example service's account
+    const std::string cmnd = (*it)[2], args = (*it)[3];
+    ++through_sudo;
+    bool allowed = false;
+    for (const SudoersLine& line : lines) allowed = allowed || line.allows(as, cmnd, args);
+    CHECK_MESSAGE(allowed, "no shipped sudoers line allows: sudo -u ", as, " ", cmnd, " ", args);
+  }
+  CHECK(through_sudo >= 2);
+
+  // What the nagios account must never get through them, as any account.
+  const std::vector<std::string> hostile = {
+      "check -w 1h -c 4h --output-file /etc/passwd --prometheus",
+      "check --all-users -w 1h -c 4h --prometheus --output-file /etc/shadow",
+      "check -w 1h -c 4h --lock-dir /root -vv",
+      "check --lock-dir /root -vv",
+      "reclaim --all --force --yes",
+      "run -- /bin/sh",
+  };
+  for (const SudoersLine& line : lines) {
+    INFO("sudoers: (", line.runas, ") ", line.command, " ", line.args);
+    CHECK(line.runas != "ALL");
+    CHECK(line.args.find_first_of("*?[") == std::string::npos);
+    CHECK(!line.args.empty());
+    if (line.runas == "root") CHECK(line.args.find("--all-users") != std::string::npos);
+    for (const std::string& args : hostile)
+      for (const char* as : {"root", "ann"}) CHECK_MESSAGE(!line.allows(as, line.command, args), args);
+  }
 }

@@ -147,6 +147,94 @@ std::expected<void, std::string> typed_directory(System& system, std::string_vie
   return {};
 }
 
+std::optional<std::uint32_t> sudo_invoker(System& system) {
+  auto text = system.env("SUDO_UID");
+  if (!text) return std::nullopt;
+  constexpr std::uint32_t nobody = 0xfffffffe;  // (uid_t)-2: owns nothing here
+  std::uint32_t uid = nobody;
+  const char* end = text->data() + text->size();
+  auto [stop, error] = std::from_chars(text->data(), end, uid);
+  if (text->empty() || error != std::errc{} || stop != end) uid = nobody;
+  if (uid == system.uid()) return std::nullopt;
+  return uid;
+}
+
+namespace {
+
+/// Whether `uid` may search (and, with `read`, list) the directory `st` by its owner's and
+/// everyone's permission bits.
+bool permitted(const FileStat& st, std::uint32_t uid, bool read) {
+  if (uid == 0) return true;
+  const std::uint32_t need = read ? 05 : 01;
+  if (st.uid == uid) return ((st.mode >> 6) & need) == need;
+  return (st.mode & need) == need;
+}
+
+/// Each directory from `/` down to `path` (absolute, no `..`), as lstat sees it: the ones
+/// before the last must be searchable by `uid`, the last readable. An error or a symlink on
+/// the way (the typed chain is checked up to it; the resolved chain has none) stops the walk
+/// as not permitted unless `stop_at_link`.
+bool chain_permitted(System& system, const std::string& path, std::uint32_t uid, bool stop_at_link) {
+  std::vector<std::string> parts;
+  for (std::size_t start = 0; start <= path.size();) {
+    const std::size_t end = std::min(path.find('/', start), path.size());
+    if (end > start && path.compare(start, end - start, ".") != 0)
+      parts.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  std::string prefix = "/";
+  for (std::size_t i = 0;; ++i) {
+    auto st = system.lstat(prefix);
+    if (!st) return false;
+    if (st->type == FileType::symlink) return stop_at_link;
+    if (st->type != FileType::directory || !permitted(*st, uid, i == parts.size())) return false;
+    if (i == parts.size()) return true;
+    prefix += (prefix == "/" ? "" : "/") + parts[i];
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string_view, std::string>> typed_paths(
+    const AreaOptions& area, const LabelOptions& labels, const std::vector<std::string>& lock_paths) {
+  std::vector<std::pair<std::string_view, std::string>> paths;
+  if (!area.lock_dir.empty()) paths.emplace_back("--lock-dir", area.lock_dir);
+  for (const std::string& repo : labels.repos) paths.emplace_back("--repo", repo);
+  for (const std::string& scan : labels.scans) paths.emplace_back("--scan", scan);
+  for (const std::string& lock_path : lock_paths)
+    if (const auto slash = lock_path.rfind('/'); slash != std::string::npos)
+      paths.emplace_back("LOCKPATH", slash == 0 ? "/" : lock_path.substr(0, slash));
+  return paths;
+}
+
+std::optional<std::string> sudo_refusal(
+    System& system, const std::string& output_file,
+    const std::vector<std::pair<std::string_view, std::string>>& paths) {
+  const auto invoker = sudo_invoker(system);
+  if (!invoker) return std::nullopt;
+  const std::string by = fmt::format("under sudo (invoked by uid {})", *invoker);
+  if (!output_file.empty())
+    return fmt::format("--output-file '{}' is refused {}: it would write with this account's rights "
+                       "(write standard output to a file of your own instead)",
+                       printable(output_file), by);
+  for (const auto& [option, typed] : paths) {
+    std::string absolute = typed;
+    if (!absolute.starts_with('/')) {
+      auto cwd = system.realpath(".");
+      absolute = (cwd ? *cwd : std::string("/nonexistent")) + "/" + typed;
+    }
+    auto resolved = system.realpath(typed);
+    const bool allowed = absolute.find("/../") == std::string::npos && !absolute.ends_with("/..") &&
+                         chain_permitted(system, absolute, *invoker, true) && resolved &&
+                         chain_permitted(system, *resolved, *invoker, false);
+    if (!allowed)
+      return fmt::format("{} '{}' is refused {}: that account could not read it itself (by the "
+                         "owner's and everyone's permission bits, on every directory of the path)",
+                         option, printable(typed), by);
+  }
+  return std::nullopt;
+}
+
 void add_label_options(po::options_description& options, LabelOptions& labels,
                        const char* repo_help) {
   options.add_options()

@@ -100,6 +100,28 @@ struct LabelOptions {
   int scan_depth = 4;
 };
 
+/// Under sudo, the uid that ran sudo: $SUDO_UID when it differs from this process's uid
+/// (sudo sets it; a user who sets it by hand only restricts themselves). A value that is not
+/// a uid counts as an account that owns nothing. Nothing when not under sudo.
+std::optional<std::uint32_t> sudo_invoker(System& system);
+
+/// What check and status refuse under sudo (sudo_invoker), so that a sudoers entry for them
+/// gives the invoking account no more than their report: `--output-file` (it would replace
+/// a file with this account's rights), and a path option (`--lock-dir`, `--repo`, `--scan`:
+/// each a pair of the option and the path as typed) that the invoking account could not
+/// read itself. "Could read" is judged from the permission bits alone, the owner's and
+/// everyone's (a directory readable through a group or an ACL only is refused): every
+/// directory on the way, as typed and as resolved, searchable, and the last one readable.
+/// One line naming the option and the path; nothing when allowed.
+std::optional<std::string> sudo_refusal(
+    System& system, const std::string& output_file,
+    const std::vector<std::pair<std::string_view, std::string>>& paths);
+
+/// The path options of a command as sudo_refusal takes them: --lock-dir, each --repo and
+/// --scan, and the directory of each LOCKPATH that has one.
+std::vector<std::pair<std::string_view, std::string>> typed_paths(
+    const AreaOptions& area, const LabelOptions& labels, const std::vector<std::string>& lock_paths = {});
+
 /// Adds `--repo PATH`, `--scan DIR` and `--scan-depth N` to `options`; `repo_help` says
 /// what --repo does for the command.
 void add_label_options(po::options_description& options, LabelOptions& labels,

@@ -656,6 +656,8 @@ int check_main(System& system, const std::vector<std::string>& given) {
   if (!thresholds) return unknown_line("usage: " + thresholds.error());
   if (!o.output_file.empty() && !o.prometheus)
     return unknown_line("usage: --output-file needs --prometheus");
+  if (auto refused = sudo_refusal(system, o.output_file, typed_paths(o.area, o.labels)))
+    return unknown_line("usage: " + *refused);
   if (o.all_users) {
     if (auto refused = all_users_usage(system, o.area))
       return unknown_line("usage: " + refused->message);

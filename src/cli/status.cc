@@ -744,6 +744,8 @@ int status_command(const std::vector<std::string>& args) {
   if (!filter) return usage_error(filter.error());
 
   System& system = real_system();
+  if (auto refused = sudo_refusal(system, o.output_file, typed_paths(o.area, o.labels, o.lock_paths)))
+    return usage_error(*refused);
   auto terminal = [&] {
     if (shown->format != Format::table) return Terminal{};
     return terminal_view(system, colour_mode(*parsed), o.notruncate);
