@@ -211,10 +211,14 @@ std::string_view AccountArea::name() const {
     case AccountAreaProblem::symlink: return "symlink";
     case AccountAreaProblem::not_directory: return "not-directory";
     case AccountAreaProblem::owner_mismatch: return "owner-mismatch";
-    case AccountAreaProblem::no_account: return "no-account";
     case AccountAreaProblem::unreadable: return "unreadable";
   }
   return "unknown";
+}
+
+std::string AccountArea::entry_name() const {
+  const std::size_t slash = top.rfind('/');
+  return slash == std::string::npos ? top : top.substr(slash + 1);
 }
 
 std::string AccountArea::message() const {
@@ -226,8 +230,6 @@ std::string AccountArea::message() const {
     case AccountAreaProblem::owner_mismatch:
       return fmt::format("owned by uid {}, not {} as its name says: not surveyed", stat.uid,
                          uid.value_or(0));
-    case AccountAreaProblem::no_account:
-      return fmt::format("uid {} has no account: not surveyed", uid.value_or(0));
     case AccountAreaProblem::unreadable: return fmt::format("cannot inspect: {}", errno_text(error));
   }
   return {};
@@ -276,10 +278,8 @@ SysResult<std::vector<AccountArea>> find_account_areas(System& system) {
       area.problem = AccountAreaProblem::not_directory;
     } else if (st->uid != *area.uid) {
       area.problem = AccountAreaProblem::owner_mismatch;
-    } else if (auto account = system.lookup_uid(*area.uid); !account) {
-      area.problem = AccountAreaProblem::no_account;
     } else {
-      area.account = std::move(*account);
+      area.account = system.lookup_uid(*area.uid).value_or(Account{"", *area.uid, *area.uid, ""});
     }
     areas.push_back(std::move(area));
   }

@@ -180,7 +180,7 @@ TEST_CASE("root surveys every account's area as that account, refuses the impost
                             "\",kind=\"repository\",role=\"lock\",state=\"live\"} 1\n") != std::string::npos);
   }
 
-  SUBCASE("impostors: a mismatched owner, a symlink, no account, no uid: reported, not surveyed") {
+  SUBCASE("foreign entries (a mismatched owner, a symlink, no uid) are noted, not judged; a uid without an account is surveyed") {
     // apnea-65534 (nobody's name) owned by root.
     const std::string mismatched = tmp + "/apnea-65534";
     make_dir(mismatched);
@@ -189,49 +189,88 @@ TEST_CASE("root surveys every account's area as that account, refuses the impost
     // apnea-1 (daemon's) a symlink to ann's area.
     const std::string link = tmp + "/apnea-1";
     REQUIRE(::symlink((tmp + "/apnea-" + std::to_string(ann.uid)).c_str(), link.c_str()) == 0);
-    // A uid with no account, owning its directory.
+    // A uid with no account (a DynamicUser's), owning its area and a lock of a dead owner:
+    // only that uid could have made it, so it is surveyed, labelled by its uid.
     const std::string orphan = tmp + "/apnea-3999999";
+    const std::string orphan_area = orphan + "/operation-locks";
     make_dir(orphan);
-    own(orphan, 3999999);
+    make_dir(orphan_area);
+    const std::string orphan_lock = make_entry(orphan_area, fake_lock_name("orphan"), owner_json(dead_pid()));
+    for (const std::string& path : {orphan, orphan_area, orphan_lock, orphan_lock + "/owner.json"})
+      own(path, 3999999);
     make_dir(tmp + "/apnea-x\x1b[31m");  // not a uid (and a terminal escape in its name)
+    const std::string alone = scratch.root + "/alone";  // a temp dir with a foreign entry only
+    make_dir(alone, 0755);
+    make_dir(alone + "/apnea-foo");
     const auto before = snapshot(scratch.root);
+    const std::string foreign = "3 foreign entries under " + tmp +
+                                ", not judged: 'apnea-1' (owner uid 0; a symlink), 'apnea-65534' (owner uid "
+                                "0; not uid 65534's), 'apnea-x\\x1b[31m' (owner uid 0; its name is not apnea-<uid>)";
 
     Finished table = finish({locks_bin(), "status", "--all-users"}, env);
     CAPTURE(table.out);
     CAPTURE(table.err);
-    CHECK(table.status == 3);
-    CHECK(table.err.find("status: " + mismatched + ": owned by uid 0, not 65534 as its name says: not surveyed\n") !=
-          std::string::npos);
-    CHECK(table.err.find("status: " + link + ": is a symlink: not surveyed\n") != std::string::npos);
-    CHECK(table.err.find("status: " + orphan + ": uid 3999999 has no account: not surveyed\n") !=
-          std::string::npos);
-    CHECK(table.err.find("apnea-x\\x1b[31m: name is not apnea-<uid>") != std::string::npos);
-    CHECK(table.err.find('\x1b') == std::string::npos);
-    CHECK(count(table.err, "\n") == 4);
-    // The accounts' own areas are still listed; the planted lock is not.
-    CHECK(table.out.find("4 entries") != std::string::npos);
+    CHECK(table.status == 1);  // the stale locks; the foreign entries do not fail it
+    CHECK(table.err == "apnea-locks status: note: " + foreign + "\n");
+    // The accounts' own areas are listed, the orphan's under its uid; the planted lock is not.
+    CHECK(table.out.find("5 entries") != std::string::npos);
+    CHECK(table.out.find("\n3999999 ") != std::string::npos);
+    // Its fix names the uid, and --user takes it (no account has that name).
+    CHECK(table.out.find("reclaim --user 3999999 " + orphan_area) != std::string::npos);
+    Finished dry = finish({locks_bin(), "reclaim", "--user", "3999999", "--dry-run", orphan_lock}, env);
+    CAPTURE(dry.out);
+    CAPTURE(dry.err);
+    CHECK(dry.status == 0);
+    CHECK(dry.out.starts_with("would reclaim " + orphan_lock + " "));
     CHECK(table.out.find("65534") == std::string::npos);
 
     Finished json = finish({locks_bin(), "status", "--all-users", "--json"}, env);
     CAPTURE(json.out);
-    CHECK(json.status == 3);
+    CHECK(json.status == 1);
     const auto doc = boost::json::parse(json.out).as_object();
-    CHECK(doc.at("entries").as_array().size() == 4);
+    CHECK(doc.at("entries").as_array().size() == 5);
     std::map<std::string, std::string> checks;
     for (const auto& user : doc.at("users").as_array())
       checks[std::string(user.at("path").as_string())] = std::string(user.at("check").as_string());
     CHECK(checks[mismatched] == "owner-mismatch");
     CHECK(checks[link] == "symlink");
-    CHECK(checks[orphan] == "no-account");
-    CHECK(doc.at("error").is_string());
+    CHECK(checks[orphan] != "owner-mismatch");
+    CHECK(doc.at("error").is_null());
 
+    // check: WARNING by default (never CRITICAL), OK with --foreign ok; one line names them.
     Finished check = finish({locks_bin(), "check", "--all-users"}, env);
     CAPTURE(check.out);
-    CHECK(check.status == 2);
-    CHECK(check.out.starts_with("APNEA-LOCKS CRITICAL - "));
-    CHECK(check.out.find("(and 3 more)") != std::string::npos);
-    CHECK(check.out.find(" | locks=4;") != std::string::npos);
+    CHECK(check.status == 1);
+    CHECK(check.out.starts_with("APNEA-LOCKS WARNING - " + foreign + "; "));
+    CHECK(check.out.find(" | locks=5;") != std::string::npos);
     CHECK(check.out.find('\x1b') == std::string::npos);
+    // Alone (the accounts' stale locks would be WARNING whatever --foreign says).
+    const std::map<std::string, std::string> alone_env{{"TMPDIR", alone}, {"NO_COLOR", "1"}};
+    const std::string one = "1 foreign entry under " + alone +
+                            ", not judged: 'apnea-foo' (owner uid 0; its name is not apnea-<uid>); ";
+    Finished loud = finish({locks_bin(), "check", "--all-users"}, alone_env);
+    CAPTURE(loud.out);
+    CHECK(loud.status == 1);
+    CHECK(loud.out.starts_with("APNEA-LOCKS WARNING - " + one));
+    Finished quiet = finish({locks_bin(), "check", "--all-users", "--foreign", "ok"}, alone_env);
+    CAPTURE(quiet.out);
+    CHECK(quiet.status == 0);
+    CHECK(quiet.out.starts_with("APNEA-LOCKS OK - " + one));
+    Finished bad = finish({locks_bin(), "check", "--all-users", "--foreign", "critical"}, env);
+    CHECK(bad.status == 3);
+    CHECK(bad.out.find("--foreign 'critical': must be ok or warning") != std::string::npos);
+
+    // Metrics: no series for a foreign entry (ApneaLockAreaUnsafe stays quiet), one count.
+    Finished metrics = finish({locks_bin(), "status", "--all-users", "--format", "prometheus"}, env);
+    CAPTURE(metrics.out);
+    CHECK(metrics.out.find("apnea_locks_foreign_entries{lock_dir=\"" + tmp + "\"} 3\n") != std::string::npos);
+    CHECK(metrics.out.find("apnea_locks_area_safe{lock_dir=\"" + orphan_area + "\",user=\"3999999\"} 1\n") !=
+          std::string::npos);
+    CHECK(metrics.out.find("apnea-65534") == std::string::npos);
+    CHECK(metrics.out.find("apnea-1/") == std::string::npos);
+    std::istringstream samples(metrics.out);
+    for (std::string line; std::getline(samples, line);)
+      if (line.starts_with("apnea_locks_area_safe{")) CHECK_MESSAGE(line.ends_with("} 1"), line);
 
     CHECK(snapshot(scratch.root) == before);
   }

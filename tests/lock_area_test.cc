@@ -163,7 +163,7 @@ TEST_CASE("check_area of a foreign-owned area (needs root to chown)") {
 
 // status/check --all-users: which <tmpdir>/apnea-* entries are an account's area. Accounts
 // are staged (lookup_uid), the directories real ones of this process's uid.
-TEST_CASE("find_account_areas: a decimal uid name, a real directory that uid owns, an account") {
+TEST_CASE("find_account_areas: a decimal uid name, a real directory that uid owns") {
   TempDir tmp;
   StagedSystem system;
   system.environment["TMPDIR"] = tmp.path();
@@ -207,16 +207,24 @@ TEST_CASE("find_account_areas: a decimal uid name, a real directory that uid own
   for (std::size_t i = 1; i < found->size(); ++i)
     if ((*found)[i].uid && (*found)[i - 1].uid) CHECK(*(*found)[i - 1].uid < *(*found)[i].uid);
 
-  // A uid with no passwd entry, owning its directory.
+  // A uid with no passwd entry (a DynamicUser's), owning its directory: only that uid could
+  // have made it, so it is an area to survey, as an account of that uid with no name.
   if (me == 0) {
     REQUIRE(::chown((tmp.path() + "/apnea-3999999").c_str(), 3999999, 3999999) == 0);
     auto again = find_account_areas(system);
     REQUIRE(again);
+    bool seen = false;
     for (const AccountArea& area : *again)
       if (area.uid == 3999999u) {
-        CHECK(area.name() == "no-account");
-        CHECK(area.message() == "uid 3999999 has no account: not surveyed");
+        seen = true;
+        CHECK(area.surveyable());
+        REQUIRE(area.account);
+        CHECK(area.account->uid == 3999999u);
+        CHECK(area.account->gid == 3999999u);
+        CHECK(area.account->name.empty());
+        CHECK(area.entry_name() == "apnea-3999999");
       }
+    CHECK(seen);
   }
 }
 

@@ -174,7 +174,7 @@ TEST_CASE("the systemd service's script writes every account's metrics for the t
   const std::string area = tmp + "/apnea-" + uid + "/operation-locks";
   make_dir(area);
   make_entry(area, fake_lock_name("home", LockKind::global_setup), owner_json(dead_pid()));
-  make_dir(tmp + "/apnea-4242");  // ours, not uid 4242's: not surveyed, unsafe
+  make_dir(tmp + "/apnea-4242");  // ours, not uid 4242's: a foreign entry, not surveyed
   make_dir(tmp + "/apnea-4242/operation-locks");
   make_entry(tmp + "/apnea-4242/operation-locks", fake_lock_name("planted"), owner_json(dead_pid()));
   write_file(out + "/apnea-locks-4243.prom", "apnea_locks_old 1\n", 0644);  // the old script's
@@ -197,9 +197,10 @@ TEST_CASE("the systemd service's script writes every account's metrics for the t
                                               {"role", "lock"}, {"state", "stale"}}) == 1);
   CHECK(parsed->value("apnea_locks_check_status", {{"lock_dir", area}, {"user", "root"}}) == 1);  // WARNING
   const std::string planted = tmp + "/apnea-4242/operation-locks";
-  CHECK(parsed->value("apnea_locks_area_safe", {{"lock_dir", planted}, {"user", "4242"}}) == 0);
-  CHECK(parsed->value("apnea_locks_check_status", {{"lock_dir", planted}, {"user", "4242"}}) == 2);
+  CHECK(std::isnan(parsed->value("apnea_locks_area_safe", {{"lock_dir", planted}, {"user", "4242"}})));
+  CHECK(parsed->value("apnea_locks_foreign_entries", {{"lock_dir", tmp}}) == 1);
   CHECK(text.str().find("planted") == std::string::npos);
+  CHECK(text.str().find("apnea-4242") == std::string::npos);
   CommandResult lint = run_command({find_program("promtool"), "check", "metrics"},
                                    "exec <" + shell_quote(metrics) + " 2>&1; ");
   CHECK_MESSAGE(lint.status == 0, lint.out);

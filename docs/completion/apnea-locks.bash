@@ -88,7 +88,7 @@ _apnea_locks()
                   --print-token" ;;
         check)
             opts="-v --verbose -w --warning -c --critical -t --timeout
-                  --warn-age --crit-age --prometheus --output-file --repo --scan
+                  --warn-age --crit-age --prometheus --output-file --foreign --repo --scan
                   --scan-depth $timing --lock-dir --user --all-users" ;;
         *)
             return 0 ;;

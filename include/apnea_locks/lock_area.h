@@ -92,14 +92,16 @@ AreaCheck check_area(System& system, const std::string& lock_directory, std::uin
 
 /// Why a `<tmpdir>/apnea-*` entry is not surveyed as an account's area (status/check
 /// --all-users): it must be named `apnea-<uid>` with the uid in decimal as Node prints it,
-/// be a real directory (not a symlink) owned by that uid, and the uid must have an account.
+/// and be a real directory (not a symlink) owned by that uid. Only that uid (or root) can
+/// make such a directory; a uid without a passwd entry (a DynamicUser) still counts. Any
+/// other `apnea-*` entry is a foreign entry: anyone may make one, so it is reported, never
+/// judged as an area.
 enum class AccountAreaProblem {
   none,
   bad_name,       ///< the suffix is not a uid in decimal ("apnea-x", "apnea-01")
   symlink,        ///< `apnea-<uid>` is a symlink
   not_directory,  ///< `apnea-<uid>` is something other than a directory
   owner_mismatch, ///< `apnea-<uid>` belongs to another uid than its name says
-  no_account,     ///< no passwd entry has that uid
   unreadable,     ///< lstat failed
 };
 
@@ -108,15 +110,19 @@ struct AccountArea {
   std::string top;             ///< `<tmpdir>/apnea-<suffix>`
   std::string lock_directory;  ///< `top/operation-locks`
   std::optional<std::uint32_t> uid;  ///< the uid the name claims
-  std::optional<Account> account;    ///< its account, when it has one
+  /// Its account, for an area to survey: the passwd entry, or for a uid without one an
+  /// account of that uid and gid with no name and no home.
+  std::optional<Account> account;
   AccountAreaProblem problem = AccountAreaProblem::none;
   FileStat stat;          ///< the lstat of `top`, when taken
   std::error_code error;  ///< for `unreadable`
+  /// The entry's name under the temp dir ("apnea-1000").
+  std::string entry_name() const;
 
   /// True when it is an account's area, to be surveyed.
   bool surveyable() const { return problem == AccountAreaProblem::none; }
   /// A stable short name ("ok", "bad-name", "symlink", "not-directory", "owner-mismatch",
-  /// "no-account", "unreadable").
+  /// "unreadable").
   std::string_view name() const;
   /// What is wrong, without the path: "owned by uid 1001, not 1000".
   std::string message() const;

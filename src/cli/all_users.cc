@@ -408,8 +408,40 @@ LockArea account_lock_area(const AccountArea& area) {
   return mine;
 }
 
-std::string misfit_line(const AccountArea& area) {
-  return fmt::format("{}: {}", printable(area.top), area.message());
+std::string foreign_line(const std::string& tmpdir, const std::vector<const AccountArea*>& foreign) {
+  std::string line = fmt::format("{} foreign {} under {}, not judged:", foreign.size(),
+                                 foreign.size() == 1 ? "entry" : "entries", printable(tmpdir));
+  const char* separator = " ";
+  constexpr std::size_t named = 5;  // anyone can make thousands: the line stays one line
+  for (std::size_t i = 0; i < foreign.size(); ++i) {
+    if (i == named) {
+      line += fmt::format(" and {} more", foreign.size() - named);
+      break;
+    }
+    const AccountArea* area = foreign[i];
+    const std::string owner = area->problem == AccountAreaProblem::unreadable
+                                  ? std::string("owner unknown")
+                                  : fmt::format("owner uid {}", area->stat.uid);
+    std::string why;
+    switch (area->problem) {
+      case AccountAreaProblem::bad_name: why = "its name is not apnea-<uid>"; break;
+      case AccountAreaProblem::symlink: why = "a symlink"; break;
+      case AccountAreaProblem::not_directory: why = "not a directory"; break;
+      case AccountAreaProblem::owner_mismatch: why = fmt::format("not uid {}'s", area->uid.value_or(0)); break;
+      case AccountAreaProblem::unreadable: why = area->message(); break;
+      case AccountAreaProblem::none: why = "an account's area"; break;
+    }
+    line += fmt::format("{}'{}' ({}; {})", separator, printable(area->entry_name()), owner, why);
+    separator = ", ";
+  }
+  return line;
+}
+
+MetricsReport foreign_metrics(const std::string& tmpdir, std::size_t count) {
+  MetricsReport metrics = area_metrics(tmpdir);
+  metrics.area = false;
+  metrics.foreign_entries = count;
+  return metrics;
 }
 
 AccountReport survey_as_account(System& system, const Account& account,
@@ -442,7 +474,7 @@ MetricsReport account_metrics(const AccountArea& area, const AccountReport* repo
   MetricsReport metrics = area_metrics(area.lock_directory);
   if (const std::string user = user_name(area); !user.empty()) metrics.user = user;
   if (report == nullptr) {
-    metrics.area_safe = false;
+    metrics.scrape_success = false;
     return metrics;
   }
   metrics.area_safe = report->area_safe;

@@ -86,8 +86,14 @@ std::string user_name(const AccountArea& area);
 /// exist yet; its home), for the survey in the child that has become the account.
 LockArea account_lock_area(const AccountArea& area);
 
-/// One line for an `apnea-*` entry that is not surveyed: "ESCAPED-PATH: what is wrong".
-std::string misfit_line(const AccountArea& area);
+/// The one line for the foreign entries under `tmpdir` (`apnea-*` entries that are not an
+/// account's own area: anyone can make one), escaped: "2 foreign entries under /tmp, not
+/// judged: 'apnea-foo' (owner uid 1000; its name is not apnea-<uid>), 'apnea-2' (owner uid
+/// 1000; a symlink)"; the first five named, then "and N more".
+std::string foreign_line(const std::string& tmpdir, const std::vector<const AccountArea*>& foreign);
+
+/// The metrics of the temp dir itself: how many foreign entries it holds.
+MetricsReport foreign_metrics(const std::string& tmpdir, std::size_t count);
 
 /// Runs `survey` in a child that has become `account` (unless this process is that uid
 /// already) and returns the report it sent, its entries in the order shown. The child's
@@ -97,8 +103,8 @@ std::string misfit_line(const AccountArea& area);
 AccountReport survey_as_account(System& system, const Account& account,
                                 const AccountSurvey& survey);
 
-/// The metrics of `area` (its lock_dir and user labels), as `report` gives them: null when
-/// the area was not surveyed (not an account's own area: unsafe). The counts only from a
+/// The metrics of `area` (its lock_dir and user labels: the account's name, else its uid),
+/// as `report` gives them: null when the survey could not start. The counts only from a
 /// finished survey.
 MetricsReport account_metrics(const AccountArea& area, const AccountReport* report);
 

@@ -22,7 +22,7 @@ void add_area_options(po::options_description& options, AreaOptions& area) {
       ("lock-dir", po::value(&area.lock_dir)->value_name("DIR"),
        "lock directory to look at (default: Apnea's, <tmpdir>/apnea-<uid>/operation-locks)")
       ("user", po::value(&area.user)->value_name("NAME"),
-       "(root) act as the account NAME, on its lock area unless --lock-dir");
+       "(root) act as the account NAME (or a decimal uid), on its lock area unless --lock-dir");
 }
 
 std::optional<std::string> typed_area_path(std::string_view typed) {
@@ -55,6 +55,15 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
   if (!options.user.empty()) {
     if (system.uid() != 0) return std::unexpected(CommandFailure{exit_usage, "--user needs root"});
     auto account = system.lookup_account(options.user);
+    // A uid in decimal that no account's name is: that uid without a passwd entry (a
+    // DynamicUser's area), as --all-users labels it.
+    if (!account) {
+      std::uint32_t uid = 0;
+      const char* end = options.user.data() + options.user.size();
+      auto [stop, error] = std::from_chars(options.user.data(), end, uid);
+      if (error == std::errc{} && stop == end && options.user.front() != '0' && uid != 0xffffffffU)
+        account = system.lookup_uid(uid).value_or(Account{"", uid, uid, ""});
+    }
     if (!account)
       return std::unexpected(CommandFailure{
           exit_usage, fmt::format("--user {}: no such account", printable(options.user))});

@@ -91,6 +91,7 @@ struct CheckOptions {
   bool prometheus = false;
   bool all_users = false;
   std::string output_file;
+  std::string foreign = "warning";  ///< --foreign: the status of foreign entries (ok, warning)
 };
 
 po::options_description describe(CheckOptions& o) {
@@ -114,7 +115,10 @@ po::options_description describe(CheckOptions& o) {
       ("prometheus", po::bool_switch(&o.prometheus),
        "print Prometheus metrics instead of the status line (exit status unchanged)")
       ("output-file", po::value(&o.output_file)->value_name("PATH"),
-       "with --prometheus: write the metrics to PATH atomically and print the status line");
+       "with --prometheus: write the metrics to PATH atomically and print the status line")
+      ("foreign", po::value(&o.foreign)->value_name("ok|warning"),
+       "with --all-users: the status of apnea-* entries of the temp dir that are not an "
+       "account's own area (anyone can make one; default warning, never critical)");
   add_survey_options(options, o.labels, o.timing, o.area, o.all_users);
   return options;
 }
@@ -514,6 +518,7 @@ struct AllUsers {
   Findings total;                      ///< every account's, merged
   int area_status = ok;                ///< the worst of the areas not judged, or judged unsafe
   std::vector<std::string> problems;   ///< those areas, one line each
+  std::vector<const AccountArea*> foreign;  ///< the apnea-* entries that are no account's area
   std::vector<std::string> users;      ///< the accounts judged
   std::deque<AccountReport> reports;   ///< the judgements (stable addresses: metrics point in)
   std::vector<MetricsReport> metrics;  ///< one per apnea-* entry
@@ -523,10 +528,7 @@ struct AllUsers {
 void judge_user_area(System& system, const AccountArea& area, const CheckOptions& o,
                      const Thresholds& t, AllUsers& all) {
   if (!area.surveyable()) {
-    all.problems.push_back(fmt::format("{}: {}", area.top, area.message()));  // nagios_text escapes
-    all.area_status = worse(all.area_status, critical);
-    MetricsReport& metrics = all.metrics.emplace_back(account_metrics(area, nullptr));
-    metrics.check_status = critical;
+    all.foreign.push_back(&area);
     return;
   }
   const std::string user = user_name(area);
@@ -581,6 +583,11 @@ int check_all_users(System& system, const CheckOptions& o, const Thresholds& t) 
     return unknown_line(fmt::format("cannot list {}: {}", tmpdir, errno_text(found.error())));
   AllUsers all;
   for (const AccountArea& area : *found) judge_user_area(system, area, o, t, all);
+  all.metrics.push_back(foreign_metrics(tmpdir, all.foreign.size()));
+  if (!all.foreign.empty()) {
+    all.problems.push_back(foreign_line(tmpdir, all.foreign));
+    if (o.foreign == "warning") all.area_status = worse(all.area_status, warning);
+  }
   const int status = worse(evaluate(all.total, t), all.area_status);
   return report_check(system, o, all.metrics, status,
                       [&] { print_all_users(all, o, t, tmpdir, status); });
@@ -658,6 +665,8 @@ int check_main(System& system, const std::vector<std::string>& given) {
     return unknown_line("usage: --output-file needs --prometheus");
   if (auto refused = sudo_refusal(system, o.output_file, typed_paths(o.area, o.labels)))
     return unknown_line("usage: " + *refused);
+  if (o.foreign != "ok" && o.foreign != "warning")
+    return unknown_line(fmt::format("usage: --foreign '{}': must be ok or warning", printable(o.foreign)));
   if (o.all_users) {
     if (auto refused = all_users_usage(system, o.area))
       return unknown_line("usage: " + refused->message);

@@ -107,7 +107,7 @@ std::string prometheus_text(const std::vector<MetricsReport>& reports) {
       write(report);
     }
   };
-  auto always = [](const MetricsReport&) { return true; };
+  auto always = [](const MetricsReport& report) { return report.area; };
   auto listed = [](const MetricsReport& report) { return report.summary != nullptr; };
   each("apnea_locks_build_info", "apnea-locks version that wrote these metrics (always 1).", always,
        [&](const MetricsReport& report) {
@@ -120,6 +120,11 @@ std::string prometheus_text(const std::vector<MetricsReport>& reports) {
        "1 when the lock area is safe (or does not exist yet); 0 when it is a symlink, "
        "another user's, not a directory, open to group/other, or unreadable.",
        always, [&](const MetricsReport& report) { out.sample(report.area_safe ? 1 : 0); });
+  each("apnea_locks_foreign_entries",
+       "(--all-users) apnea-* entries of the temp dir that are not an account's own area: "
+       "anyone can make one, so they are counted, not judged.",
+       [](const MetricsReport& report) { return report.foreign_entries.has_value(); },
+       [&](const MetricsReport& report) { out.sample(static_cast<std::int64_t>(*report.foreign_entries)); });
   each("apnea_locks_check_status", "The status of apnea-locks check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
        [](const MetricsReport& report) { return report.check_status.has_value(); },
        [&](const MetricsReport& report) { out.sample(*report.check_status); });

@@ -26,6 +26,10 @@ struct MetricsReport {
   std::optional<int> check_status;  ///< `check --prometheus`: the Nagios status 0..3
   /// The `user` label after lock_dir (`check --all-users`); none when nothing.
   std::optional<std::string> user;
+  /// False for the temp dir's report (--all-users), which has only the foreign entries.
+  bool area = true;
+  /// The temp dir's `apnea-*` entries that are not an account's own area (--all-users).
+  std::optional<std::size_t> foreign_entries;
 };
 
 /// The report of the area at `lock_dir`, by this apnea-locks: safe and scraped until the

@@ -49,7 +49,8 @@ constexpr CommandHelp help{
     "Exit status: 0 nothing needs attention, 1 something does, 2 usage error,\n"
     "3 the lock area is unsafe or unreadable, a --lock-dir, --repo, --scan or LOCKPATH\n"
     "directory does not exist or is not a directory, --output-file cannot be written, or\n"
-    "(--all-users) an apnea-* entry of the temp dir is not an account's own area.",
+    "(--all-users) an account's area could not be surveyed. An apnea-* entry of the temp\n"
+    "dir that is not an account's own area (anyone can make one) is noted, not failed.",
     true};
 
 struct StatusOptions {
@@ -525,6 +526,7 @@ struct AllUsers {
   std::deque<AccountReport> reports;   ///< the surveys (stable addresses: metrics point in)
   std::vector<MetricsReport> metrics;  ///< one per apnea-* entry
   std::vector<std::string> problems;   ///< one line each, on standard error
+  std::vector<const AccountArea*> foreign;  ///< the apnea-* entries that are no account's area
 };
 
 /// Surveys `area` as its account (or reports why not) into `all`, its entries into `output`.
@@ -534,9 +536,8 @@ void survey_user_area(System& system, const AccountArea& area, const StatusOptio
   UserArea user{user_name(area), area.uid, area.top, area.lock_directory,
                 std::string(area.name()), area.message(), area.surveyable(), std::nullopt};
   if (!area.surveyable()) {
-    all.problems.push_back(misfit_line(area));
+    all.foreign.push_back(&area);
     all.areas.push_back(std::move(user));
-    all.metrics.push_back(account_metrics(area, nullptr));
     return;
   }
   AccountReport& report = all.reports.emplace_back(
@@ -579,6 +580,7 @@ int status_all_users(const StatusOptions& o, Presentation shown, const Filter& f
   AllUsers all;
   for (const AccountArea& area : *found)
     survey_user_area(system, area, o, shown, filter, terminal, output, all);
+  all.metrics.push_back(foreign_metrics(tmpdir, all.foreign.size()));
   output.set_extra_json([&](JsonWriter& json) { write_user_areas(json, all.areas); });
   const std::vector<std::string>& problems = all.problems;
   std::optional<std::string> error;
@@ -589,6 +591,8 @@ int status_all_users(const StatusOptions& o, Presentation shown, const Filter& f
   // standard error, one line each, and in the JSON's "users" and "error".
   output.end(every, check, all.summary, {}, shown.format == Format::json ? error : std::nullopt);
   if (!write_status_metrics(system, o, shown.format, all.metrics)) return exit_unsafe;
+  // Foreign entries are noted, not failed: anyone can make one.
+  if (!all.foreign.empty()) print_error(help.name, "note: " + foreign_line(tmpdir, all.foreign));
   for (const std::string& line : problems) print_error(help.name, line);
   if (!problems.empty()) return exit_unsafe;
   return all.summary.attention > 0 ? exit_attention : exit_ok;
