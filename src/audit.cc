@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+
 #include "detail/audit.h"
 
 namespace apnea_locks {
@@ -50,18 +52,37 @@ std::string detail::audit_line(const AuditEvent& event) {
   }
   line += fmt::format(" proof={}", quoted(event.proof));
   if (!event.trusts.empty()) line += fmt::format(" force_trusts={}", quoted(event.trusts));
+  if (!event.label.empty()) line += fmt::format(" label={}", quoted(event.label));
   line += fmt::format(" uid={}", event.acting_uid);
-  if (!event.sudo_user.empty()) line += fmt::format(" sudo_user={}", quoted(event.sudo_user));
+  if (!event.acting_user.empty()) line += fmt::format(" user={}", quoted(event.acting_user));
+  if (event.login_uid) {
+    line += fmt::format(" login_uid={}", *event.login_uid);
+    if (!event.login_user.empty()) line += fmt::format(" login_user={}", quoted(event.login_user));
+  } else {
+    line += " login_uid=none";
+  }
   line += fmt::format(" for_uid={}", event.for_uid);
   if (!event.for_user.empty()) line += fmt::format(" for_user={}", quoted(event.for_user));
   return line;
 }
 
-void audit(System& system, AuditEvent event, std::optional<std::uint32_t> acting_uid) {
+AuditSink audit(System& system, AuditEvent event, std::optional<std::uint32_t> acting_uid) {
   event.acting_uid = acting_uid.value_or(system.uid());
-  if (event.acting_uid == 0 && event.sudo_user.empty())
-    event.sudo_user = system.env("SUDO_USER").value_or("");
-  system.log_audit(detail::audit_line(event));
+  auto name_of = [&](std::uint32_t uid) {
+    auto account = system.lookup_uid(uid);
+    return account ? account->name : std::string();
+  };
+  event.acting_user = name_of(event.acting_uid);
+  event.login_uid = system.login_uid();
+  if (event.login_uid) event.login_user = name_of(*event.login_uid);
+  const std::string line = detail::audit_line(event);
+  const AuditSink sink = system.log_audit(line);
+  if (sink != AuditSink::none) return sink;
+  const std::string fallback =
+      "apnea-locks: warning: no system log took the audit record (/dev/log, "
+      "/run/systemd/journal/socket); it follows:\n" + line + "\n";
+  const bool written = std::fputs(fallback.c_str(), stderr) >= 0 && std::fflush(stderr) == 0;
+  return written ? AuditSink::standard_error : AuditSink::none;
 }
 
 }  // namespace apnea_locks

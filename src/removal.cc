@@ -314,7 +314,7 @@ LockResult<ReclaimOutcome> detail::reclaim_guarded(System& system, const std::st
 namespace {
 
 RepairResult result(RepairOutcome outcome, std::string detail, std::string tombstone = {}) {
-  return RepairResult{outcome, std::move(detail), std::move(tombstone)};
+  return RepairResult{outcome, std::move(detail), std::move(tombstone), std::nullopt};
 }
 
 RepairResult from_reclaim(const LockResult<ReclaimOutcome>& reclaimed) {
@@ -511,7 +511,8 @@ RepairResult execute_repair(System& system, const EntryFacts& facts, const Decis
       event.trusts.append(event.trusts.empty() ? "" : "; ").append(trust);
     event.for_uid = facts.stat ? facts.stat->uid : system.uid();
     event.for_user = repair.acted_for;
-    audit(system, std::move(event), repair.acting_uid);
+    event.label = repair.resource;
+    done.audited = audit(system, std::move(event), repair.acting_uid);
   }
   return done;
 }

@@ -4,12 +4,16 @@
 #include <pwd.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/types.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <ctime>
 #include <thread>
 #include <vector>
@@ -96,13 +100,62 @@ SysResult<void> RealSystem::become(const Account& account) {
   return {};
 }
 
-void RealSystem::log_audit(const std::string& line) {
-  static const bool opened = [] {
-    ::openlog("apnea-locks", LOG_PID, LOG_AUTHPRIV);
-    return true;
-  }();
-  (void)opened;
-  ::syslog(LOG_AUTHPRIV | LOG_NOTICE, "%s", line.c_str());
+namespace {
+
+/// Sends `datagram` to the unix socket at `path` (datagram, else stream as some syslog
+/// daemons listen); false when nothing listens there or the send fails.
+bool send_to_socket(const char* path, const std::string& datagram) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path);
+  for (int type : {SOCK_DGRAM, SOCK_STREAM}) {
+    const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    bool sent = false;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) {
+      // A stream socket takes the record with its NUL terminator, as syslog(3) sends it.
+      const std::size_t size = datagram.size() + (type == SOCK_STREAM ? 1 : 0);
+      ssize_t n;
+      do n = ::send(fd, datagram.c_str(), size, MSG_NOSIGNAL);
+      while (n < 0 && errno == EINTR);
+      sent = n == static_cast<ssize_t>(size);
+    }
+    const int error = errno;
+    ::close(fd);
+    if (sent) return true;
+    if (error != EPROTOTYPE) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+AuditSink RealSystem::log_audit(const std::string& line) {
+  constexpr int priority = LOG_AUTHPRIV | LOG_NOTICE;
+  const long pid = static_cast<long>(::getpid());
+  // As syslog(3) formats it: "<PRI>Mmm dd hh:mm:ss ident[pid]: message".
+  char stamp[32] = "";
+  const std::time_t now = std::time(nullptr);
+  struct tm local {};
+  if (::localtime_r(&now, &local) != nullptr) std::strftime(stamp, sizeof stamp, "%h %e %T ", &local);
+  const std::string record = "<" + std::to_string(priority) + ">" + stamp + "apnea-locks[" +
+                             std::to_string(pid) + "]: " + line;
+  if (send_to_socket("/dev/log", record)) return AuditSink::syslog;
+  const std::string fields = "MESSAGE=" + line + "\nSYSLOG_IDENTIFIER=apnea-locks\nSYSLOG_PID=" +
+                             std::to_string(pid) + "\nSYSLOG_FACILITY=" + std::to_string(LOG_AUTHPRIV >> 3) +
+                             "\nPRIORITY=" + std::to_string(LOG_NOTICE) + "\n";
+  if (send_to_socket("/run/systemd/journal/socket", fields)) return AuditSink::journal;
+  return AuditSink::none;
+}
+
+std::optional<std::uint32_t> RealSystem::login_uid() {
+  std::FILE* file = std::fopen("/proc/self/loginuid", "re");
+  if (file == nullptr) return std::nullopt;
+  unsigned long value = 0;
+  const int read = std::fscanf(file, "%10lu", &value);
+  std::fclose(file);
+  if (read != 1 || value >= 0xffffffffUL) return std::nullopt;
+  return static_cast<std::uint32_t>(value);
 }
 
 }  // namespace apnea_locks::detail

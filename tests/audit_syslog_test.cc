@@ -26,14 +26,22 @@ using namespace apnea_locks::testing;
 namespace {
 
 /// Shell words that run `command` in a private mount namespace whose /dev is an overlay (in
-/// `work_dir`) on the real one, with /dev/log a symlink to `socket`.
-std::string with_dev_log(const std::string& work_dir, const std::string& socket, const std::string& command) {
+/// `work_dir`) on the real one and whose /run is an empty tmpfs: /dev/log a symlink to
+/// `socket` (none when empty), /run/systemd/journal/socket one to `journal` (none when empty).
+std::string with_logs(const std::string& work_dir, const std::string& socket, const std::string& journal,
+                      const std::string& command) {
   const std::string upper = work_dir + "/upper";
   const std::string work = work_dir + "/work";
+  std::string setup = "mount -t overlay overlay -o lowerdir=/dev,upperdir=" + upper + ",workdir=" + work +
+                      " /dev && rm -f /dev/log && mount -t tmpfs tmpfs /run";
+  if (!socket.empty()) setup += " && ln -sf " + socket + " /dev/log";
+  if (!journal.empty()) setup += " && mkdir -p /run/systemd/journal && ln -sf " + journal + " /run/systemd/journal/socket";
   return "mkdir -p " + shell_quote(upper) + " " + shell_quote(work) +
-         " && exec unshare -m --propagation private sh -c " +
-         shell_quote("mount -t overlay overlay -o lowerdir=/dev,upperdir=" + upper + ",workdir=" + work +
-                     " /dev && ln -sf " + socket + " /dev/log && exec " + command);
+         " && exec unshare -m --propagation private sh -c " + shell_quote(setup + " && exec " + command);
+}
+
+std::string with_dev_log(const std::string& work_dir, const std::string& socket, const std::string& command) {
+  return with_logs(work_dir, socket, "", command);
 }
 
 /// A unix datagram socket bound in a temporary directory: where /dev/log points.
@@ -141,6 +149,48 @@ TEST_CASE("run's takeover of a dead owner's lock reaches syslog") {
   CommandResult again = run_logged(log, {"run", "--lock-dir", area, "--repo", repo, "--", "true"});
   CHECK(again.status == 0);
   CHECK(log.received().empty());
+}
+
+TEST_CASE("with no syslog socket, journald's native socket takes the record; with neither, standard error") {
+  SyslogSocket journal;  // a datagram socket, as journald's is
+  TempDir temp;
+  const std::string area = temp / "operation-locks";
+  make_dir(area);
+  const std::string record = owner_json(dead_pid());
+  auto run_with = [&](const std::string& journal_path, const std::string& redirect, const std::string& lock) {
+    std::string command = shell_quote(test_env("APNEA_LOCKS_BIN"));
+    for (const std::string& arg : {std::string("reclaim"), std::string("--yes"), std::string("--lock-dir"), area, lock})
+      command += " " + shell_quote(arg);
+    return run_command({"sh", "-c", with_logs(journal.dir / "ns", "", journal_path, command + " </dev/null " + redirect)});
+  };
+
+  const std::string first = make_entry(area, fake_lock_name("journal"), record);
+  CommandResult journaled = run_with(journal.path, "2>&1", first);
+  CHECK_MESSAGE(journaled.status == 0, journaled.out);
+  CHECK(journaled.out.find("warning") == std::string::npos);
+  const std::vector<std::string> fields = journal.received();
+  REQUIRE_MESSAGE(fields.size() == 1, journaled.out);
+  MESSAGE("journal datagram: ", fields.front());
+  CHECK(fields.front().starts_with("MESSAGE=reclaim removed lock path=\"" + first + "\""));
+  for (const char* field : {"\nSYSLOG_IDENTIFIER=apnea-locks\n", "\nSYSLOG_FACILITY=10\n", "\nPRIORITY=5\n",
+                            "\nSYSLOG_PID="})
+    CHECK_MESSAGE(fields.front().find(field) != std::string::npos, field);
+  CHECK(fields.front().find(" label=\"") != std::string::npos);
+  CHECK(fields.front().find(" login_uid=") != std::string::npos);
+
+  // Neither socket: the record on standard error after a warning, and the removal stands.
+  const std::string second = make_entry(area, fake_lock_name("stderr"), record);
+  CommandResult fallback = run_with("", "2>&1", second);
+  CHECK_MESSAGE(fallback.status == 0, fallback.out);
+  CHECK(fallback.out.find("apnea-locks: warning: no system log took the audit record (/dev/log, "
+                          "/run/systemd/journal/socket); it follows:\nreclaim removed lock path=\"" + second + "\"") !=
+        std::string::npos);
+  CHECK(journal.received().empty());
+
+  // Not even standard error (closed): exit 3, so a script sees that nothing recorded it.
+  const std::string third = make_entry(area, fake_lock_name("nowhere"), record);
+  CommandResult lost = run_with("", "2>&-", third);
+  CHECK_MESSAGE(lost.status == 3, lost.out);
 }
 
 int main(int argc, char** argv) {

@@ -65,8 +65,11 @@ TEST_CASE("audit_line: every field, escaped into one line of ASCII") {
   event.owner_bytes = std::string("{\"pid\":4242,\n\"token\":\"\x1b[31m\xff\x00\"}", 31);
   event.proof = "pid-dead (certain)";
   event.trusts = "the wall clock";
+  event.label = "/home/ann/repo \"x\"";
   event.acting_uid = 0;
-  event.sudo_user = "ops";
+  event.acting_user = "root";
+  event.login_uid = 1000;
+  event.login_user = "ann";
   event.for_uid = 1000;
   event.for_user = "ann";
   const std::string line = audit_line(event);
@@ -74,16 +77,18 @@ TEST_CASE("audit_line: every field, escaped into one line of ASCII") {
   CHECK(line ==
         "reclaim removed lock path=\"/tmp/apnea-1000/operation-locks/x\\n\\\"forged\\\" uid=0\" "
         "tombstone=\"/tmp/t\" owner=\"{\\\"pid\\\":4242,\\n\\\"token\\\":\\\"\\x1b[31m\\xff\\x00\\\"}\" "
-        "proof=\"pid-dead (certain)\" force_trusts=\"the wall clock\" uid=0 sudo_user=\"ops\" "
-        "for_uid=1000 for_user=\"ann\"");
+        "proof=\"pid-dead (certain)\" force_trusts=\"the wall clock\" label=\"/home/ann/repo \\\"x\\\"\" "
+        "uid=0 user=\"root\" login_uid=1000 login_user=\"ann\" for_uid=1000 for_user=\"ann\"");
 
   event.owner_bytes.reset();
   event.trusts.clear();
-  event.sudo_user.clear();
+  event.label.clear();
+  event.acting_user.clear();
+  event.login_uid.reset();
   event.for_user.clear();
   event.kept = true;
   CHECK(audit_line(event).find("tombstone=\"/tmp/t\" kept owner=none proof=") != std::string::npos);
-  CHECK(audit_line(event).ends_with(" uid=0 for_uid=1000"));
+  CHECK(audit_line(event).ends_with(" uid=0 login_uid=none for_uid=1000"));
 }
 
 TEST_CASE("audit_line: a long record is cut at the limit, never inside an escape") {
@@ -109,20 +114,43 @@ TEST_CASE("audit_line: a long record is cut at the limit, never inside an escape
   }
 }
 
-TEST_CASE("reclaim: a removed lock is logged once, with its record, proof and who acted for whom") {
+TEST_CASE("reclaim: a removed lock is logged once, with its record, proof, label and who acted for whom") {
   Area area;
   const std::string name = fake_lock_name("dead");
   const std::string lock = make_entry(area.dir, name, owner_json(staged_dead_pid));
   area.policy.acting_uid = 0;
   area.policy.acted_for = "ann";
-  area.system.environment["SUDO_USER"] = "ops";
+  area.policy.resource = "/home/ann/repo";
+  area.system.accounts["root"] = Account{"root", 0, 0, "/root"};
+  area.system.accounts["ops"] = Account{"ops", 4321, 4321, "/home/ops"};
+  area.system.staged_login_uid = 4321;
+  // The environment names nobody: anyone can set SUDO_USER.
+  area.system.environment["SUDO_USER"] = "alice";
   RepairResult done = area.reclaim(name);
   REQUIRE(done.outcome == RepairOutcome::removed);
+  CHECK(done.audited == AuditSink::syslog);
   REQUIRE(area.system.audit_lines.size() == 1);
   const std::string& line = area.system.audit_lines.front();
   CHECK(line.starts_with("reclaim removed lock path=\"" + lock + "\" tombstone=\"" + done.tombstone + "\" owner=\"" +
                          escape_bytes(owner_json(staged_dead_pid)) + "\" proof=\"pid-dead (certain)\""));
-  CHECK(line.ends_with(" uid=0 sudo_user=\"ops\" for_uid=" + std::to_string(::getuid()) + " for_user=\"ann\""));
+  CHECK(line.ends_with(" label=\"/home/ann/repo\" uid=0 user=\"root\" login_uid=4321 login_user=\"ops\" for_uid=" +
+                       std::to_string(::getuid()) + " for_user=\"ann\""));
+  CHECK(line.find("alice") == std::string::npos);
+}
+
+TEST_CASE("reclaim: with no system log the record goes to standard error with a warning, never nowhere") {
+  Area area;
+  const std::string name = fake_lock_name("dead");
+  make_entry(area.dir, name, owner_json(staged_dead_pid));
+  area.system.audit_sink = AuditSink::none;
+  RepairResult done = area.reclaim(name);
+  REQUIRE(done.outcome == RepairOutcome::removed);
+  CHECK(done.audited == AuditSink::standard_error);
+  // A refusal records nothing, and says so.
+  make_entry(area.dir, fake_lock_name("live"), owner_json(staged_live_pid));
+  RepairResult refused = area.reclaim(fake_lock_name("live"), true);
+  CHECK(refused.outcome != RepairOutcome::removed);
+  CHECK_FALSE(refused.audited.has_value());
 }
 
 TEST_CASE("reclaim: debris and a leftover guard are logged; a refusal and a kept entry are not") {
@@ -145,8 +173,8 @@ TEST_CASE("reclaim: debris and a leftover guard are logged; a refusal and a kept
   CHECK(area.system.audit_lines[0].starts_with("reclaim removed candidate path=\"" + candidate + "\" owner=\""));
   CHECK(area.system.audit_lines[1].starts_with("reclaim removed reclaim-guard path=\"" + guard + "\" owner=none proof=\""));
   // The acting uid defaults to the current one, for one's own area.
-  CHECK(area.system.audit_lines[1].ends_with(" uid=" + std::to_string(::getuid()) + " for_uid=" +
-                                             std::to_string(::getuid())));
+  CHECK(area.system.audit_lines[1].find(" uid=" + std::to_string(::getuid()) + " ") != std::string::npos);
+  CHECK(area.system.audit_lines[1].ends_with(" login_uid=none for_uid=" + std::to_string(::getuid())));
 }
 
 TEST_CASE("acquire: a takeover of a dead owner's lock is logged when asked (run), not otherwise (Apnea)") {

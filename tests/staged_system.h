@@ -310,6 +310,7 @@ class StagedSystem : public System {
   std::uint32_t uid() override { return real_.uid(); }
   std::uint32_t euid() override { return staged_euid.value_or(real_.euid()); }
   std::int64_t pid() override { return staged_pid ? *staged_pid : real_.pid(); }
+  std::optional<std::uint32_t> login_uid() override { return staged_login_uid; }
   std::optional<std::string> env(const std::string& name) override {
     auto found = environment.find(name);
     if (found != environment.end()) return found->second;
@@ -341,7 +342,10 @@ class StagedSystem : public System {
   }
 
   // SystemLog.
-  void log_audit(const std::string& line) override { audit_lines.push_back(line); }
+  AuditSink log_audit(const std::string& line) override {
+    if (audit_sink == AuditSink::syslog || audit_sink == AuditSink::journal) audit_lines.push_back(line);
+    return audit_sink;
+  }
 
   /// Staged answers for is_terminal (with terminal_width for terminal_columns while
   /// `terminal` is staged), lookup_account; become() only records.
@@ -353,8 +357,13 @@ class StagedSystem : public System {
   int namespace_inode_reads = 0;
   /// Calls of mount_info: how often mountinfo was read.
   int mount_info_reads = 0;
-  /// The audit lines sent to the system log (never to the real one).
+  /// The audit lines sent to the system log (never to the real one), and where log_audit
+  /// says they went (`none`: no log took them).
   std::vector<std::string> audit_lines;
+  AuditSink audit_sink = AuditSink::syslog;
+  /// What login_uid says (never the real one: the records must not depend on the session
+  /// the tests run in).
+  std::optional<std::uint32_t> staged_login_uid;
   /// Rewrites what lstat says of a path (both lstat and lstat_in): to stage what a real
   /// filesystem may do, such as ext4 handing a removed directory's inode number to the
   /// next mkdir at once.

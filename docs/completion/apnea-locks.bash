@@ -82,7 +82,7 @@ _apnea_locks()
             opts="--repo --home -J --json --lock-dir --user" ;;
         reclaim)
             opts="--repo --home --all --force --dry-run -y --yes -J --json
-                  --keep-tombstone --not-owner $timing --user --lock-dir" ;;
+                  --keep-tombstone --no-audit --not-owner $timing --user --lock-dir" ;;
         run)
             opts="--repo --home --lock-dir -w --wait -n --nonblock -q --quiet --json
                   --print-token" ;;

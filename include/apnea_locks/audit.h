@@ -1,5 +1,6 @@
 // The audit trail: every removal by reclaim and every takeover by run, as one line for the
-// system log (System::log_audit: syslog(3), facility authpriv, so journald collects it).
+// system log (System::log_audit: /dev/log, facility authpriv, else journald's own socket;
+// failing both, standard error with a warning).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,13 @@ struct AuditEvent {
   std::optional<std::string> owner_bytes;
   std::string proof;      ///< why it could be removed (the policy's reason, Apnea's rule)
   std::string trusts;     ///< what --force trusted for it, "" when nothing
+  std::string label;      ///< what the lock is for: the repository, or "global setup at HOME"
   std::uint32_t acting_uid = 0;   ///< who acted: the uid that ran apnea-locks
-  std::string sudo_user;          ///< $SUDO_USER when that uid is root's and it is set
+  std::string acting_user;        ///< that uid's account name, when it has one
+  /// The audit login uid (System::login_uid: who logged in, kept across sudo and su, which
+  /// the environment is not) and its account name; none when unset.
+  std::optional<std::uint32_t> login_uid;
+  std::string login_user;
   std::uint32_t for_uid = 0;      ///< whose entry it was (the entry's owner uid)
   std::string for_user;           ///< that account's name when known (reclaim --user NAME)
 };
@@ -32,8 +38,12 @@ struct AuditEvent {
 /// and `\xNN` for everything else, so any content is one line of ASCII.
 std::string escape_bytes(std::string_view bytes);
 
-/// Sends the event's line to the system log (System::log_audit), filling the acting uid and
-/// $SUDO_USER from `system` when the event leaves them unset.
-void audit(System& system, AuditEvent event, std::optional<std::uint32_t> acting_uid = std::nullopt);
+/// Records the event: fills the acting uid (`acting_uid`, else this process's), the account
+/// names and the login uid from `system` (never from the environment), and sends the line
+/// to the system log (System::log_audit). When no log takes it, writes
+/// "apnea-locks: warning: no system log took the audit record (/dev/log,
+/// /run/systemd/journal/socket); it follows:" and the line to standard error instead.
+/// Where the record went: `none` only when standard error failed too.
+AuditSink audit(System& system, AuditEvent event, std::optional<std::uint32_t> acting_uid = std::nullopt);
 
 }  // namespace apnea_locks

@@ -33,13 +33,17 @@ struct RepairResult {
   RepairOutcome outcome = RepairOutcome::skipped;
   std::string detail;     ///< why (the refusal, what changed, the error)
   std::string tombstone;  ///< the tombstone a lock was renamed to, when it was
+  /// Where the audit record of the removal went (audit.h); nothing when none was due (no
+  /// removal, or RepairSettings::audit false).
+  std::optional<AuditSink> audited;
 };
 
 /// Settings of one reclaim run.
 struct RepairSettings {
   SurveySettings settings;      ///< the same judgement and flags the plan was made with
   bool keep_tombstone = false;  ///< leave the renamed lock as a tombstone for forensics
-  std::string resource;         ///< what Apnea's messages call the lock's resource
+  std::string resource;         ///< what Apnea's messages call the lock's resource (the
+                                ///< audit record's label)
   /// For the audit record (audit.h) of each removal: the uid that ran reclaim, taken before
   /// any switch to another account (none: the current uid), and the account acted for
   /// (`reclaim --user NAME`; "" for one's own).

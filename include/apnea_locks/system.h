@@ -316,6 +316,10 @@ class ThisProcess {
   virtual std::uint32_t euid() = 0;
   /// getpid(2).
   virtual std::int64_t pid() = 0;
+  /// The audit login uid (/proc/self/loginuid): the uid that logged in to the session this
+  /// process descends from, kept across su and sudo and settable only with CAP_AUDIT_CONTROL.
+  /// Nothing when it is unset ((uid_t)-1: a daemon, a boot-time service) or unreadable.
+  virtual std::optional<std::uint32_t> login_uid() = 0;
   /// getenv(3); nothing when unset.
   virtual std::optional<std::string> env(const std::string& name) = 0;
   /// Fills `out` with random bytes (getrandom(2)).
@@ -344,15 +348,25 @@ class Accounts {
   virtual SysResult<void> become(const Account& account) = 0;
 };
 
+/// Where an audit record went.
+enum class AuditSink {
+  syslog,          ///< the syslog socket, /dev/log
+  journal,         ///< journald's native socket, /run/systemd/journal/socket
+  standard_error,  ///< neither took it: standard error, after a warning (audit.h)
+  none,            ///< not even standard error
+};
+
 /// The system log, where every removal is recorded.
 class SystemLog {
  public:
   virtual ~SystemLog() = default;
 
-  /// One audit line (audit.h) to syslog(3): ident "apnea-locks" with the pid, facility
-  /// LOG_AUTHPRIV, level LOG_NOTICE. The line is printable ASCII already. Never fails: with
-  /// no syslog daemon (no /dev/log) the line is lost, as syslog(3) loses it.
-  virtual void log_audit(const std::string& line) = 0;
+  /// One audit line (audit.h, printable ASCII already) to the system log: the syslog socket
+  /// /dev/log (ident "apnea-locks" with the pid, facility LOG_AUTHPRIV, level LOG_NOTICE, as
+  /// syslog(3) formats it), else journald's native socket (the same identifier, facility and
+  /// priority as fields). `syslog` or `journal` when one took the datagram; `none` when
+  /// neither did (syslog(3) would have lost it without a word).
+  virtual AuditSink log_audit(const std::string& line) = 0;
 };
 
 /// Every operating-system call the tool makes, one role per base. `real_system()` talks to

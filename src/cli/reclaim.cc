@@ -46,8 +46,9 @@ constexpr CommandHelp help{
     "does not remove it names it, with the command that would.",
     "Exit status: 0 every requested target is clean, 1 something was refused or changed\n"
     "(or the guard is held), no lock was where it looked, or a dead global setup lock still\n"
-    "blocks Apnea, 2 usage error, 3 the lock area is unsafe or unreadable, or a --lock-dir,\n"
-    "--repo or --home path does not exist or is not a directory."};
+    "blocks Apnea, 2 usage error, 3 the lock area is unsafe or unreadable, a --lock-dir,\n"
+    "--repo or --home path does not exist or is not a directory, or a removal's audit record\n"
+    "could be written nowhere (no system log, then not to standard error either)."};
 constexpr std::string_view command_name = help.name;
 
 struct ReclaimOptions {
@@ -61,6 +62,7 @@ struct ReclaimOptions {
   bool yes = false;
   bool json = false;
   bool keep_tombstone = false;
+  bool no_audit = false;
   std::vector<std::string> not_owner_words;  ///< --not-owner, as typed
   std::vector<NotOwner> not_owners;          ///< --not-owner, parsed
   TimingOptions timing;
@@ -82,6 +84,9 @@ po::options_description describe(ReclaimOptions& o) {
       ("json,J", po::bool_switch(&o.json), "one JSON document describing every target")
       ("keep-tombstone", po::bool_switch(&o.keep_tombstone),
        "leave a reclaimed lock renamed as <lock>.tombstone.<uuid> for forensics")
+      ("no-audit", po::bool_switch(&o.no_audit),
+       "record no removal in the system log (refused under sudo); without it, a removal whose "
+       "record no log and not even standard error took makes the exit status 3")
       ("not-owner", po::value(&o.not_owner_words)->composing()->value_name("PID@START"),
        "the operator's word that process PID, started at START (UTC, as a refusal shows it, "
        "2026-12-05T15:04:37Z), is not the lock's Apnea (repeatable; with --force and exactly "
@@ -355,6 +360,9 @@ std::expected<void, int> parse_options(const std::vector<std::string>& args, Rec
       (!o.force || o.all || !o.repos.empty() || !o.homes.empty() || o.paths.size() != 1))
     return fail(exit_usage, "--not-owner needs --force and exactly one LOCKPATH (no --all, --repo "
                             "or --home): the operator's word is about one lock");
+  if (o.no_audit && sudo_invoker(real_system()))
+    return fail(exit_usage, "--no-audit is refused under sudo: the audit record is how the account "
+                            "that ran sudo is known");
   return {};
 }
 
@@ -581,7 +589,11 @@ int reclaim_command(const std::vector<std::string>& args) {
   repair.keep_tombstone = o.keep_tombstone;
   repair.acting_uid = invoking_uid;
   repair.acted_for = o.area.user;
+  repair.audit = !o.no_audit;
   const Outcomes done = carry_out(system, o, repair, *targets, *proceed);
+  const bool record_lost = std::any_of(targets->begin(), targets->end(), [](const Target& t) {
+    return t.result.audited == AuditSink::none;
+  });
 
   const bool found = o.all || std::any_of(targets->begin(), targets->end(), [](const Target& t) {
                        return t.facts.stat.has_value();
@@ -594,6 +606,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   });
   if (o.json) write_json(area.directory, o, *targets, done.counts, found, hints);
   else print_closing(o, area.directory, *request, *targets, found, hints);
+  if (record_lost) return exit_unsafe;  // nothing could be said: standard error failed too
   return done.refused || !found || global_blocks ? exit_attention : exit_ok;
 }
 

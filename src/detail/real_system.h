@@ -88,7 +88,8 @@ class RealSystem final : public System {
   SysResult<void> become(const Account& account) override;
 
   // SystemLog.
-  void log_audit(const std::string& line) override;
+  AuditSink log_audit(const std::string& line) override;
+  std::optional<std::uint32_t> login_uid() override;
 
  private:
   /// Removes the directory `name` (relative to `parent`) and all it holds, never following
