@@ -194,8 +194,20 @@ TEST_CASE("check: --crit-age below --warn-age is a usage error (UNKNOWN); thresh
   const Finished below = tool({"check", "--lock-dir", s.locks(), "--warn-age", "2h", "--crit-age", "1h"});
   check_usage_error("check", below, "--crit-age");
   CHECK(below.out.find("--warn-age") != std::string::npos);
-  const Finished defaulted = tool({"check", "--lock-dir", s.locks(), "--crit-age", "30m"});
-  check_usage_error("check", defaulted, "--crit-age");  // below the default --warn-age 1h
+  // A threshold alone, as Nagios plugins take it: no default warning age beside it.
+  for (const std::vector<std::string>& alone : {std::vector<std::string>{"--crit-age", "30m"},
+                                                std::vector<std::string>{"-c", "10m"}}) {
+    std::vector<std::string> args = {"check", "--lock-dir", s.locks()};
+    args.insert(args.end(), alone.begin(), alone.end());
+    const Finished only = tool(args);
+    CAPTURE(only.out);
+    CHECK(only.status == 0);
+    CHECK(only.out.find("oldest_age_s=0s;;" + std::string(alone[0] == "-c" ? "600" : "1800") + ";0") !=
+          std::string::npos);
+  }
+  const Finished warning_alone = tool({"check", "--lock-dir", s.locks(), "-w", "2h"});
+  CHECK(warning_alone.status == 0);
+  CHECK(warning_alone.out.find("oldest_age_s=0s;7200;;0") != std::string::npos);
 
   const Finished equal = tool({"check", "--lock-dir", s.locks(), "--warn-age", "1h", "--crit-age", "60m"});
   CHECK(equal.status == 0);

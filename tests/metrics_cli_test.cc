@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,13 +88,14 @@ TEST_CASE("status --format prometheus: strict exposition, counts as status -J ju
   const std::vector<std::string> families = {
       "apnea_locks_build_info", "apnea_locks_scrape_success", "apnea_locks_area_safe",
       "apnea_locks_entries", "apnea_locks_entries_needing_attention",
-      "apnea_locks_oldest_lock_age_seconds"};
+      "apnea_locks_oldest_lock_mtime_seconds", "apnea_locks_oldest_lock_age_seconds"};
   REQUIRE(parsed->families.size() == families.size());
   for (std::size_t i = 0; i < families.size(); ++i) {
     CHECK(parsed->families[i].name == families[i]);
     CHECK(parsed->families[i].type == "gauge");
     CHECK(!parsed->families[i].help.empty());
-    for (const auto& sample : parsed->families[i].samples) CHECK(sample.labels.at("lock_dir") == area.path);
+    for (const auto& sample : parsed->families[i].samples)
+      if (families[i] != "apnea_locks_build_info") CHECK(sample.labels.at("lock_dir") == area.path);
   }
   for (const auto& sample : parsed->find("apnea_locks_entries")->samples) {
     CHECK(sample.labels.size() == 4);
@@ -106,6 +108,11 @@ TEST_CASE("status --format prometheus: strict exposition, counts as status -J ju
   const double oldest = parsed->value("apnea_locks_oldest_lock_age_seconds");
   CHECK(oldest >= 5000);
   CHECK(oldest < 5100);
+  // The time of the oldest lock, which stays true while the file ages.
+  const double mtime = parsed->value("apnea_locks_oldest_lock_mtime_seconds");
+  const double now = static_cast<double>(::time(nullptr));
+  CHECK(now - mtime >= 4999);  // now in whole seconds
+  CHECK(now - mtime < 5100);
 
   // The same pass as JSON: every entry counted once, in its (kind, role, state).
   CommandResult doc = tool({"status", "--lock-dir", area.path, "-J"});

@@ -74,6 +74,7 @@ TEST_CASE("prometheus_text: every family typed, zero samples for empty classes, 
   summary.classes[{"repository", "lock", "free"}] = 1;  // not in the fixed set: still written
   summary.attention = 4;
   summary.oldest_lock_age_ns = 7'384'512'000'000;
+  summary.oldest_lock_mtime_ns = 1'700'000'000'125'000'000;
   MetricsReport report;
   report.lock_dir = "/tmp/apnea-1000/operation-locks";
   report.version = "1.2.3";
@@ -84,10 +85,15 @@ TEST_CASE("prometheus_text: every family typed, zero samples for empty classes, 
   for (const auto& family : parsed->families) {
     CHECK(family.type == "gauge");
     CHECK(family.name.starts_with("apnea_locks_"));
-    for (const auto& sample : family.samples) CHECK(sample.labels.at("lock_dir") == report.lock_dir);
+    // build_info is about the program: its one sample has the version alone.
+    for (const auto& sample : family.samples)
+      if (family.name == "apnea_locks_build_info") CHECK(sample.labels == std::map<std::string, std::string>{{"version", "1.2.3"}});
+      else CHECK(sample.labels.at("lock_dir") == report.lock_dir);
   }
   CHECK(parsed->find("apnea_locks_check_status") == nullptr);
   CHECK(parsed->value("apnea_locks_build_info", {{"version", "1.2.3"}}) == 1);
+  CHECK(parsed->value("apnea_locks_oldest_lock_mtime_seconds") == doctest::Approx(1700000000.125));
+  CHECK(parsed->find("apnea_locks_oldest_lock_age_seconds")->help.starts_with("Deprecated"));
   CHECK(parsed->value("apnea_locks_scrape_success") == 1);
   CHECK(parsed->value("apnea_locks_area_safe") == 1);
   CHECK(parsed->value("apnea_locks_entries_needing_attention") == 4);
@@ -138,9 +144,10 @@ TEST_CASE("prometheus_label_value escapes and repairs label values") {
   report.version = "v";
   auto parsed = parse_exposition(prometheus_text(report));
   REQUIRE_MESSAGE(parsed, parsed.error());
-  CHECK(parsed->families.front().samples.front().labels.at("lock_dir") ==
-        "/tmp/we\"ird\\dir\\x0ax\\xfe\\x1b[2J\\u202eend");
-  CHECK(parsed->families.front().samples.front().labels.at("lock_dir") == printable(report.lock_dir));
+  const PromFamily* scraped = parsed->find("apnea_locks_scrape_success");
+  REQUIRE(scraped != nullptr);
+  CHECK(scraped->samples.front().labels.at("lock_dir") == "/tmp/we\"ird\\dir\\x0ax\\xfe\\x1b[2J\\u202eend");
+  CHECK(scraped->samples.front().labels.at("lock_dir") == printable(report.lock_dir));
 }
 
 TEST_CASE("AreaSummary counts locks, debris, guards and the oldest lock age") {
@@ -154,6 +161,9 @@ TEST_CASE("AreaSummary counts locks, debris, guards and the oldest lock age") {
     verdict.state = state;
     verdict.age_ns = age_ns;
     verdict.needs_attention = attention;
+    FileStat stat;
+    stat.mtime_ns = 1000 - age_ns;  // now is 1000
+    facts.stat = stat;
     const Decision decision;
     summary.add(EntryView{facts, verdict, decision, nullptr});
   };
@@ -175,6 +185,7 @@ TEST_CASE("AreaSummary counts locks, debris, guards and the oldest lock age") {
   CHECK(s.leftover_guards == 1);
   CHECK(s.attention == 4);
   CHECK(s.oldest_lock_age_ns == 50);  // guards and debris are not locks
+  CHECK(s.oldest_lock_mtime_ns == 950);
   CHECK(s.classes.at({"repository", "reclaim-guard", "leftover"}) == 1);
   CHECK(s.states.at("in-flight") == 2);
   CHECK(s.roles.at("lock") == 4);

@@ -197,8 +197,8 @@ void write_summary(FieldWriter& out, const AreaSummary& s) {
   for (std::size_t count : {s.scanned, s.shown, s.attention, s.locks, s.live, s.stale, s.malformed,
                             s.debris, s.leftover_guards})
     out.size(count);
-  out.optional(s.oldest_lock_age_ns ? std::optional(fmt::format("{}", *s.oldest_lock_age_ns))
-                                    : std::nullopt);
+  for (const auto* time : {&s.oldest_lock_age_ns, &s.oldest_lock_mtime_ns})
+    out.optional(*time ? std::optional(fmt::format("{}", **time)) : std::nullopt);
   write_counts(out, s.states);
   write_counts(out, s.roles);
   out.size(s.classes.size());
@@ -217,7 +217,8 @@ AreaSummary read_summary(FieldReader& in) {
   for (std::size_t* count : {&s.scanned, &s.shown, &s.attention, &s.locks, &s.live, &s.stale,
                              &s.malformed, &s.debris, &s.leftover_guards})
     *count = in.size();
-  if (in.flag()) s.oldest_lock_age_ns = in.number();
+  for (auto* time : {&s.oldest_lock_age_ns, &s.oldest_lock_mtime_ns})
+    if (in.flag()) *time = in.number();
   read_counts(in, s.states);
   read_counts(in, s.roles);
   for (std::size_t i = 0, n = in.size(); i < n; ++i) {
@@ -499,6 +500,9 @@ void merge_summary(AreaSummary& into, const AreaSummary& from) {
   if (from.oldest_lock_age_ns &&
       (!into.oldest_lock_age_ns || *from.oldest_lock_age_ns > *into.oldest_lock_age_ns))
     into.oldest_lock_age_ns = from.oldest_lock_age_ns;
+  if (from.oldest_lock_mtime_ns &&
+      (!into.oldest_lock_mtime_ns || *from.oldest_lock_mtime_ns < *into.oldest_lock_mtime_ns))
+    into.oldest_lock_mtime_ns = from.oldest_lock_mtime_ns;
   if (from.next && (!into.next || from.next->order < into.next->order)) into.next = from.next;
 }
 

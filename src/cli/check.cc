@@ -43,7 +43,9 @@ constexpr CommandHelp help{
     "            an unsafe lock area, or a value outside a -c range\n"
     "  WARNING   anything else that needs a human: a dead owner Apnea will not\n"
     "            reclaim by itself, debris (dead candidates and tombstones), or a\n"
-    "            value outside a -w range (by default, a lock older than 3600s)\n"
+    "            value outside a -w range (by default, a lock older than 3600s, unless\n"
+    "            -w or -c gives a lock age: each may be given alone), or (--all-users)\n"
+    "            a foreign apnea-* entry (--foreign ok: not even that)\n"
     "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path\n"
     "            does not exist or is not a directory, -t expired, or a usage error\n\n"
     "Thresholds only add alerts: what needs a human is never OK.\n\n"
@@ -140,7 +142,8 @@ std::vector<std::string> all_metrics() {
 
 /// The thresholds the options give, or a usage message: each metric once per level, the
 /// deprecated --warn-age/--crit-age only where -w/-c name no age, a warning lock age of
-/// 3600 s by default, and every -c consistent with the -w of the same metric.
+/// 3600 s by default (when no lock age is given at either level), and every -c consistent
+/// with the -w of the same metric.
 std::expected<Thresholds, std::string> thresholds_of(const CheckOptions& o) {
   Thresholds out;
   auto take = [&](const std::vector<std::string>& values, std::string_view option,
@@ -175,7 +178,9 @@ std::expected<Thresholds, std::string> thresholds_of(const CheckOptions& o) {
     return std::unexpected(*error);
   if (auto error = legacy(o.crit_age_ns, "--crit-age", "-c", out.critical, out.critical_given))
     return std::unexpected(*error);
-  if (out.warning.count("age") == 0) {
+  // The default warning age only when no lock age threshold is given: -c alone is a
+  // threshold alone, as the plugin guidelines allow.
+  if (out.warning.count("age") == 0 && out.critical.count("age") == 0) {
     NagiosRange hour;
     hour.end = static_cast<double>(ns_per_hour / ns_per_second);
     out.warning.emplace("age", hour);
@@ -363,7 +368,7 @@ Pass judge_pass(System& system, const LockArea& area, const CheckOptions& o, con
   Findings& findings = pass.findings;
   std::optional<std::string>& problem = pass.problem;
   int& status = pass.status;
-  const NagiosRange& warn_age = t.warning.at("age");
+  const NagiosRange* warn_age = t.warning.count("age") != 0 ? &t.warning.at("age") : nullptr;
   const NagiosRange* crit_age = t.critical.count("age") != 0 ? &t.critical.at("age") : nullptr;
 
   const AreaCheck check = check_lock_area(system, area);
@@ -389,7 +394,7 @@ Pass judge_pass(System& system, const LockArea& area, const CheckOptions& o, con
       const std::int64_t age = verdict.age_ns.value_or(0);
       const double age_s = static_cast<double>(age / ns_per_second);
       const bool too_old_crit = lock && crit_age != nullptr && crit_age->alerts(age_s);
-      const bool too_old_warn = lock && warn_age.alerts(age_s);
+      const bool too_old_warn = lock && warn_age != nullptr && warn_age->alerts(age_s);
       // A recent guard on a dead lock: Apnea is refused until it goes (a leftover one is
       // counted as its own entry).
       const bool guard_blocks = lock && verdict.guard == GuardState::in_flight && verdict.needs_attention;

@@ -54,6 +54,10 @@ class Exposition {
   }
 
   void sample(std::int64_t value, std::string_view labels = {}) { sample(fmt::format("{}", value), labels); }
+  /// A sample of the current family with `labels` alone (already escaped).
+  void bare_sample(std::int64_t value, std::string_view labels) {
+    text_ += fmt::format("{}{{{}}} {}\n", name_, labels, value);
+  }
 
   std::string take() { return std::move(text_); }
 
@@ -109,10 +113,11 @@ std::string prometheus_text(const std::vector<MetricsReport>& reports) {
   };
   auto always = [](const MetricsReport& report) { return report.area; };
   auto listed = [](const MetricsReport& report) { return report.summary != nullptr; };
-  each("apnea_locks_build_info", "apnea-locks version that wrote these metrics (always 1).", always,
-       [&](const MetricsReport& report) {
-         out.sample(1, fmt::format(",version=\"{}\"", prometheus_label_value(report.version)));
-       });
+  // One sample, labelled by the version alone: it is about the program, not an area.
+  if (!reports.empty()) {
+    out.family("apnea_locks_build_info", "apnea-locks version that wrote these metrics (always 1).");
+    out.bare_sample(1, fmt::format("version=\"{}\"", prometheus_label_value(reports.front().version)));
+  }
   each("apnea_locks_scrape_success",
        "1 when the lock area could be checked and, if safe, listed; 0 when it could not be read.",
        always, [&](const MetricsReport& report) { out.sample(report.scrape_success ? 1 : 0); });
@@ -150,8 +155,19 @@ std::string prometheus_text(const std::vector<MetricsReport>& reports) {
        listed, [&](const MetricsReport& report) {
          out.sample(static_cast<std::int64_t>(report.summary->attention));
        });
+  each("apnea_locks_oldest_lock_mtime_seconds",
+       "The mtime of the oldest lock directory (Unix time); no sample when there is no lock. "
+       "Its age is time() minus this, however old the file holding it.",
+       [](const MetricsReport& report) {
+         return report.summary != nullptr && report.summary->oldest_lock_mtime_ns.has_value();
+       },
+       [&](const MetricsReport& report) {
+         out.sample(fmt::format("{:.3f}", static_cast<double>(*report.summary->oldest_lock_mtime_ns) / 1e9));
+       });
   each("apnea_locks_oldest_lock_age_seconds",
-       "Age (now minus the lock directory's mtime) of the oldest lock; 0 when there is none.", listed,
+       "Deprecated (removed in the next release; a textfile freezes it): use time() - "
+       "apnea_locks_oldest_lock_mtime_seconds. Age (now minus the lock directory's mtime) of the "
+       "oldest lock when written; 0 when there is none.", listed,
        [&](const MetricsReport& report) {
          out.sample(fmt::format(
              "{:.3f}", static_cast<double>(report.summary->oldest_lock_age_ns.value_or(0)) / 1e9));

@@ -128,6 +128,9 @@ void AreaSummary::add(const EntryView& entry) {
         ++malformed;
       if (verdict.age_ns)
         oldest_lock_age_ns = std::max(oldest_lock_age_ns.value_or(0), *verdict.age_ns);
+      if (entry.facts.stat)
+        oldest_lock_mtime_ns = std::min(oldest_lock_mtime_ns.value_or(entry.facts.stat->mtime_ns),
+                                        entry.facts.stat->mtime_ns);
       break;
     case EntryRole::candidate:
     case EntryRole::tombstone:

@@ -64,6 +64,9 @@ struct AreaSummary {
   std::size_t debris = 0;           ///< candidates and tombstones in state debris
   std::size_t leftover_guards = 0;  ///< reclaim guards in state leftover
   std::optional<std::int64_t> oldest_lock_age_ns;  ///< of the locks present
+  /// The mtime of the oldest lock present (wall-clock ns): a time, true however long it is
+  /// kept, where the age is only true when it is taken.
+  std::optional<std::int64_t> oldest_lock_mtime_ns;
   std::optional<NextStep> next;     ///< the worst entry needing attention
 
   /// Counts one entry.
