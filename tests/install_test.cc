@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -264,6 +265,53 @@ TEST_CASE("meson install --destdir installs the binary, library, headers, pkg-co
       const std::string file = find(std::string("/share/doc/apnea-locks/") + doc);
       CHECK_MESSAGE(!file.empty(), doc, "\n", listing);
     }
+  }
+
+  SUBCASE("every path the units, the --help texts, the man page and the docs cite is installed") {
+    // The installed doc dir, as the files give it ("/usr/local/share/doc/apnea-locks").
+    const std::string runbook = find("/share/doc/apnea-locks/runbook.md");
+    REQUIRE_MESSAGE(!runbook.empty(), listing);
+    const std::string doc_dir = runbook.substr(dest.path().size(), runbook.size() - dest.path().size() - 11);
+    const std::set<std::string> installed(files.begin(), files.end());
+    auto cited = [&](const std::string& path, const std::string& where) {
+      bool found = installed.count(path) != 0;
+      if (!found && path.ends_with('/'))  // a directory: something installed under it
+        for (const std::string& file : files) found = found || file.starts_with(path);
+      CHECK_MESSAGE(found, where, " cites ", path, ", which is not installed\n", listing);
+    };
+    int count = 0;
+    // The service's Documentation= file: paths and its ExecStart.
+    const std::string service = find("/systemd/system/apnea-locks-metrics.service");
+    REQUIRE_MESSAGE(!service.empty(), listing);
+    const std::string unit = read_all(service);
+    const std::regex file_url(R"(file:(/\S+))");
+    for (std::sregex_iterator it(unit.begin(), unit.end(), file_url), end; it != end; ++it, ++count)
+      cited((*it)[1], "the service's Documentation=");
+    const std::regex exec_start(R"(ExecStart=(\S+))");
+    std::smatch exec;
+    REQUIRE(std::regex_search(unit, exec, exec_start));
+    cited(exec[1], "the service's ExecStart=");
+    // Paths under the doc dir in every --help text (the installed binary's).
+    const std::regex doc_path("(" + doc_dir + R"(/[A-Za-z0-9._/-]*[A-Za-z0-9/]))");
+    for (const char* command : {"status", "inspect", "path", "reclaim", "run", "check"}) {
+      CommandResult help = run_command({binary, command, "--help"});
+      for (std::sregex_iterator it(help.out.begin(), help.out.end(), doc_path), end; it != end; ++it, ++count)
+        cited((*it)[1], std::string(command) + " --help");
+    }
+    // The man page and the docs name the Debian package's doc dir; the same names here.
+    const std::regex debian_doc(R"((?:/usr/)?share/doc/apnea-locks/([A-Za-z0-9._/-]*[A-Za-z0-9/]))");
+    std::vector<std::pair<std::string, std::string>> texts = {{"the man page", read_all(source("docs/apnea-locks.1"))},
+                                                              {"README.md", read_all(source("README.md"))}};
+    for (const auto& entry : fs::directory_iterator(source("docs")))
+      if (entry.path().extension() == ".md") texts.emplace_back(entry.path().filename(), read_all(entry.path()));
+    for (auto& [where, text] : texts) {
+      std::string plain;
+      for (std::size_t i = 0; i < text.size(); ++i)
+        if (!(text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '-')) plain += text[i];  // roff's \-
+      for (std::sregex_iterator it(plain.begin(), plain.end(), debian_doc), end; it != end; ++it, ++count)
+        cited(doc_dir + "/" + std::string((*it)[1]), where);
+    }
+    CHECK(count >= 5);
   }
 }
 

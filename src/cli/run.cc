@@ -44,6 +44,10 @@
 #include "cli/render.h"
 #include "cli/subprocess.h"
 
+#ifndef APNEA_LOCKS_DOC_DIR
+#define APNEA_LOCKS_DOC_DIR "/usr/share/doc/apnea-locks"
+#endif
+
 namespace apnea_locks::cli {
 namespace {
 
@@ -113,7 +117,8 @@ constexpr CommandHelp help{
     "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
     "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
     "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
-    "--home or --lock-dir that does not exist, or another error. See docs/run.md."};
+    "--home or --lock-dir that does not exist, or another error. See apnea-locks(1)\n"
+    "and " APNEA_LOCKS_DOC_DIR "/run.md."};
 
 /// Whether `word` is an option of the table that takes the next word as its value ("--repo",
 /// "-w"), for finding where the command starts when there is no "--".
