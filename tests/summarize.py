@@ -15,6 +15,8 @@ Usage: summarize.py [--meson-rc N] [--label TEXT] TESTLOG_JSON
 """
 
 import argparse
+import os
+import signal
 import json
 import re
 import sys
@@ -86,12 +88,41 @@ def read_log(path):
     return entries
 
 
+def leftover_processes(marker):
+    """Processes still alive whose environment holds `marker` (KEY=VALUE, which meson gives
+    every test): what a test left behind. Each is killed; (pid, command line) of each."""
+    found = []
+    wanted = marker.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                if wanted not in environ.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:
+            continue  # gone, or not ours to read
+        command = " ".join(w.decode(errors="backslashreplace") for w in words if w)
+        found.append((int(name), command))
+    for pid, _ in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("testlog")
     parser.add_argument("--meson-rc", type=int, default=0,
                         help="exit status of `meson test`; non-zero counts as a failure")
     parser.add_argument("--label", default="", help="shown in the heading")
+    parser.add_argument("--leftovers", metavar="KEY=VALUE",
+                        help="after the run, a process whose environment holds KEY=VALUE "
+                             "(the tests' own) is left behind: listed, killed, one failure")
     args = parser.parse_args()
 
     entries = read_log(args.testlog)
@@ -116,6 +147,15 @@ def main():
         print(f"  meson test exited with status {args.meson_rc} and no test failed: "
               "counted as one failure")
         total[1] = 1
+
+    if args.leftovers:
+        left = leftover_processes(args.leftovers)
+        if left:
+            print(f"  LEFT BEHIND  {len(left)} process(es) of the tests still ran after them "
+                  "(killed now):")
+            for pid, command in left:
+                print(f"    pid {pid}: {command}")
+            total[1] += 1
 
     if interop_skipped:
         bar = "!" * (len(INTEROP_BANNER) + 8)
