@@ -251,6 +251,10 @@ std::optional<std::uint32_t> uid_of_suffix(std::string_view text) {
 
 }  // namespace
 
+Account account_of_uid(System& system, std::uint32_t uid) {
+  return system.lookup_uid(uid).value_or(Account{"", uid, no_account_gid, ""});
+}
+
 SysResult<std::vector<AccountArea>> find_account_areas(System& system) {
   const std::string tmpdir = node_tmpdir(system);
   std::vector<std::string> names;
@@ -279,7 +283,7 @@ SysResult<std::vector<AccountArea>> find_account_areas(System& system) {
     } else if (st->uid != *area.uid) {
       area.problem = AccountAreaProblem::owner_mismatch;
     } else {
-      area.account = system.lookup_uid(*area.uid).value_or(Account{"", *area.uid, *area.uid, ""});
+      area.account = account_of_uid(system, *area.uid);
     }
     areas.push_back(std::move(area));
   }

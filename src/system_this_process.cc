@@ -2,6 +2,7 @@
 // environment and terminal, the accounts it may act as, and the log it records removals in.
 #include <grp.h>
 #include <pwd.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -102,23 +103,35 @@ SysResult<void> RealSystem::become(const Account& account) {
 
 namespace {
 
+/// How long a log socket may keep the record waiting (a stopped or flooded daemon): then
+/// the next sink, and at last standard error, take it. The removal is done already; the
+/// command must not hang on its record.
+constexpr int log_wait_ms = 1000;
+
 /// Sends `datagram` to the unix socket at `path` (datagram, else stream as some syslog
-/// daemons listen); false when nothing listens there or the send fails.
+/// daemons listen), never blocking longer than log_wait_ms; false when nothing listens
+/// there, or it does not take the whole record in time.
 bool send_to_socket(const char* path, const std::string& datagram) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path);
   for (int type : {SOCK_DGRAM, SOCK_STREAM}) {
-    const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return false;
     bool sent = false;
+    // A unix socket connects at once or fails (EAGAIN: a full backlog): never in progress.
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) {
       // A stream socket takes the record with its NUL terminator, as syslog(3) sends it.
       const std::size_t size = datagram.size() + (type == SOCK_STREAM ? 1 : 0);
-      ssize_t n;
-      do n = ::send(fd, datagram.c_str(), size, MSG_NOSIGNAL);
-      while (n < 0 && errno == EINTR);
-      sent = n == static_cast<ssize_t>(size);
+      for (int tries = 0; tries < 2 && !sent; ++tries) {
+        ssize_t n;
+        do n = ::send(fd, datagram.c_str(), size, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        sent = n == static_cast<ssize_t>(size);
+        if (sent || n >= 0 || errno != EAGAIN) break;
+        struct pollfd ready {fd, POLLOUT, 0};
+        if (::poll(&ready, 1, log_wait_ms) <= 0) break;
+      }
     }
     const int error = errno;
     ::close(fd);

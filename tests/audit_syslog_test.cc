@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -186,6 +187,37 @@ TEST_CASE("with no syslog socket, journald's native socket takes the record; wit
                           "/run/systemd/journal/socket); it follows:\nreclaim removed lock path=\"" + second + "\"") !=
         std::string::npos);
   CHECK(journal.received().empty());
+
+  // A journal socket that never takes the record (a stream listener whose backlog is full
+  // and which never accepts): no hang, the record goes to standard error.
+  {
+    const std::string stuck_path = journal.dir / "stuck";
+    const int stuck = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(stuck >= 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", stuck_path.c_str());
+    REQUIRE(::bind(stuck, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(stuck, 0) == 0);
+    std::vector<int> queued;  // fill the backlog
+    for (int i = 0; i < 4; ++i) {
+      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+        ::close(fd);
+        break;
+      }
+      queued.push_back(fd);
+    }
+    const std::string fourth = make_entry(area, fake_lock_name("stuck"), record);
+    const auto started = std::chrono::steady_clock::now();
+    CommandResult waited = run_with(stuck_path, "2>&1", fourth);
+    const auto took = std::chrono::steady_clock::now() - started;
+    CHECK_MESSAGE(waited.status == 0, waited.out);
+    CHECK(waited.out.find("no system log took the audit record") != std::string::npos);
+    CHECK(took < std::chrono::seconds(20));
+    for (int fd : queued) ::close(fd);
+    ::close(stuck);
+  }
 
   // Not even standard error (closed): exit 3, so a script sees that nothing recorded it.
   const std::string third = make_entry(area, fake_lock_name("nowhere"), record);

@@ -604,6 +604,22 @@ TEST_CASE("under sudo, check and status refuse --output-file and paths the invok
   refused(as_sudo({"check", "--lock-dir", open, "--repo", secret}), 3, "--repo '" + secret + "'");
   refused(as_sudo({"status", "--lock-dir", secret}, "not-a-uid"), 2, "--lock-dir '" + secret + "'");
 
+  // A path through a directory or a symlink the invoking account owns: it could swap the
+  // link between the check and the use (to a root-only directory), so it is refused even
+  // where it points somewhere readable now.
+  if (::geteuid() == 0) {
+    const std::string theirs = area.root / "theirs";
+    make_dir(theirs);
+    REQUIRE(::chmod(theirs.c_str(), 0755) == 0);
+    REQUIRE(::lchown(theirs.c_str(), 1234, 1234) == 0);
+    REQUIRE(::symlink(open.c_str(), (theirs + "/link").c_str()) == 0);
+    REQUIRE(::lchown((theirs + "/link").c_str(), 1234, 1234) == 0);
+    refused(as_sudo({"check", "--lock-dir", theirs + "/link"}), 3, "--lock-dir '" + theirs + "/link'");
+    const std::string root_link = area.root / "root-link";  // root's own link: nothing to swap
+    REQUIRE(::symlink(open.c_str(), root_link.c_str()) == 0);
+    CHECK(as_sudo({"check", "--lock-dir", root_link}).out.find("refused") == std::string::npos);
+  }
+
   // What the invoking account could read itself is judged as without sudo (this one is
   // unsafe: its mode lets others in), and without sudo nothing is refused.
   CommandResult readable = as_sudo({"check", "--lock-dir", open});

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # tests/package_test.sh DEB: installs the apnea-locks package with dpkg -i, checks what a user
-# gets (the command, its man page, the bash completion, the docs and examples), then removes it
-# with dpkg -r and checks that every file it installed is gone. Run by `scripts/dev package`.
+# gets (the command, its man page, the bash completion, the docs and examples, the unit's
+# hardening), enables the metrics timer and runs its service's command once as an
+# administrator would, then removes the package with dpkg -r (every file it installed gone,
+# no dangling timer link, no metrics file left) and purges it with dpkg -P (nothing of it
+# left on the system). Run by `scripts/dev package`.
 # Needs root (it changes this machine's packages); ends with "N passed, N failed" or says why
 # it skipped.
 set -uo pipefail
@@ -31,6 +34,11 @@ if dpkg-query -W -f='${Status}' apnea-locks 2>/dev/null | grep -q 'install ok in
   skip "apnea-locks is already installed on this machine: this test does not replace or remove it"
 fi
 
+# Every path named *apnea-locks* on the system before the install: after the purge, no other.
+named() { find /etc /var /usr /lib /opt -xdev -name '*apnea-locks*' 2>/dev/null | grep -v '^/var/log/' | sort; }
+before="$(mktemp)"
+named >"$before"
+
 version="$(dpkg-deb -f "$deb" Version)"
 echo "installing $deb ($(du -k "$deb" | cut -f1) KiB)"
 check "dpkg -i installs the package" dpkg -i "$deb"
@@ -55,7 +63,47 @@ check "the alert rules and Nagios examples are shipped" \
   test -f /usr/share/doc/apnea-locks/examples/prometheus/apnea-locks.rules.yml \
     -a -f /usr/share/doc/apnea-locks/examples/nagios/apnea-locks-commands.cfg
 
+# The unit, hardened: systemd-analyze's exposure at most 4.9 ("OK" or better).
+unit=/lib/systemd/system/apnea-locks-metrics.service
+skipped=0
+if command -v systemd-analyze >/dev/null 2>&1; then
+  security="$(systemd-analyze security --offline=true "$unit" 2>&1 | tail -n 1)"
+  echo "  $security"
+  exposure="$(printf '%s\n' "$security" | sed -n 's/.*: \([0-9.]*\) [A-Z]*.*/\1/p')"
+  check "systemd-analyze security rates the service OK or better (exposure $exposure <= 4.9)" \
+    awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 4.9) }'
+else
+  echo "SKIP: systemd-analyze is not installed: the unit's exposure is not checked"
+  skipped=$((skipped + 1))
+fi
+
+# As an administrator would: enable the timer, and run its service's command once (the
+# textfile directory made if node-exporter is not installed; removed again at the end).
+textfiles=/var/lib/prometheus/node-exporter
+made_textfiles=0
+[ -d "$textfiles" ] || { mkdir -p "$textfiles"; made_textfiles=1; }
+check "systemctl enable apnea-locks-metrics.timer links it into timers.target.wants" bash -c '
+  systemctl enable apnea-locks-metrics.timer >/dev/null 2>&1
+  test -L /etc/systemd/system/timers.target.wants/apnea-locks-metrics.timer'
+if [ -d /run/systemd/system ]; then
+  # Under systemd, with the unit's sandbox: what the hardening must not break.
+  check "systemctl start apnea-locks-metrics.service succeeds and writes the metrics file" bash -c "
+    systemctl daemon-reload && systemctl start apnea-locks-metrics.service &&
+    [ \"\$(systemctl show -p Result --value apnea-locks-metrics.service)\" = success ] &&
+    test -s $textfiles/apnea-locks.prom"
+else
+  echo "SKIP: systemd is not running here: the service's command runs outside its sandbox"
+  skipped=$((skipped + 1))
+  exec_start="$(sed -n 's/^ExecStart=//p' "$unit")"
+  check "the service's command writes the metrics file" \
+    env -u SUDO_UID bash -c "$exec_start && test -s $textfiles/apnea-locks.prom"
+fi
+
 check "dpkg -r removes the package" dpkg -r apnea-locks
+check "dpkg -r leaves no timer link behind" \
+  bash -c '! ls -d /etc/systemd/system/*/apnea-locks-metrics.* >/dev/null 2>&1'
+check "dpkg -r removes the metrics file (node_exporter would export it for ever)" \
+  test ! -e "$textfiles/apnea-locks.prom"
 left=()
 for file in "${files[@]}"; do
   # Directories other packages share (/usr, /usr/share/man/man1, /lib, which usrmerge makes a
@@ -72,5 +120,13 @@ check "/usr/share/doc/apnea-locks is gone" test ! -e /usr/share/doc/apnea-locks
 check "dpkg no longer lists the package as installed" \
   bash -c '! dpkg-query -W -f="\${Status}" apnea-locks 2>/dev/null | grep -q "ok installed"'
 
-echo "$passed passed, $failed failed"
+check "dpkg -P purges the package" dpkg -P apnea-locks
+check "dpkg no longer knows the package" bash -c '! dpkg-query -W apnea-locks >/dev/null 2>&1'
+leftovers="$(named | comm -13 "$before" - || true)"
+check "nothing named apnea-locks that the package or its timer made is left on the system" test -z "$leftovers"
+[ -z "$leftovers" ] || printf '  left behind: %s\n' $leftovers
+rm -f "$before"
+[ "$made_textfiles" -eq 0 ] || rmdir "$textfiles" /var/lib/prometheus 2>/dev/null || true
+
+echo "$passed passed, $failed failed${skipped:+, $skipped skipped}"
 [ "$failed" -eq 0 ]

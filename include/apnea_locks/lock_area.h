@@ -111,7 +111,7 @@ struct AccountArea {
   std::string lock_directory;  ///< `top/operation-locks`
   std::optional<std::uint32_t> uid;  ///< the uid the name claims
   /// Its account, for an area to survey: the passwd entry, or for a uid without one an
-  /// account of that uid and gid with no name and no home.
+  /// account of that uid with the overflow gid (no_account_gid), no name and no home.
   std::optional<Account> account;
   AccountAreaProblem problem = AccountAreaProblem::none;
   FileStat stat;          ///< the lstat of `top`, when taken
@@ -127,6 +127,14 @@ struct AccountArea {
   /// What is wrong, without the path: "owned by uid 1001, not 1000".
   std::string message() const;
 };
+
+/// The gid a uid without a passwd entry is surveyed with: the kernel's overflow gid
+/// (Debian's nogroup), never a gid equal to the uid, which may be a real group's.
+inline constexpr std::uint32_t no_account_gid = 65534;
+
+/// The account of `uid` (System::lookup_uid), or for a uid without a passwd entry one with
+/// that uid, no_account_gid, no name and no home.
+Account account_of_uid(System& system, std::uint32_t uid);
 
 /// Every entry `apnea-*` directly under node_tmpdir, judged, sorted by uid (then name, the
 /// names that are no uid last). Reads only (lstat and the passwd database); fails when

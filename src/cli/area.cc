@@ -62,7 +62,7 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
       const char* end = options.user.data() + options.user.size();
       auto [stop, error] = std::from_chars(options.user.data(), end, uid);
       if (error == std::errc{} && stop == end && options.user.front() != '0' && uid != 0xffffffffU)
-        account = system.lookup_uid(uid).value_or(Account{"", uid, uid, ""});
+        account = account_of_uid(system, uid);
     }
     if (!account)
       return std::unexpected(CommandFailure{
@@ -179,11 +179,22 @@ bool permitted(const FileStat& st, std::uint32_t uid, bool read) {
   return (st.mode & need) == need;
 }
 
+/// Whether nobody but root and `owner` can change what `st` names or holds: owned by one of
+/// them, and (a directory) not writable by group or others unless sticky (as /tmp is: only
+/// an entry's owner may rename it).
+bool fixed(const FileStat& st, std::uint32_t owner) {
+  if (st.uid != 0 && st.uid != owner) return false;
+  return st.type != FileType::directory || (st.mode & 022) == 0 || (st.mode & 01000) != 0;
+}
+
 /// Each directory from `/` down to `path` (absolute, no `..`), as lstat sees it: the ones
-/// before the last must be searchable by `uid`, the last readable. An error or a symlink on
-/// the way (the typed chain is checked up to it; the resolved chain has none) stops the walk
-/// as not permitted unless `stop_at_link`.
-bool chain_permitted(System& system, const std::string& path, std::uint32_t uid, bool stop_at_link) {
+/// before the last must be searchable by `uid`, the last readable, and each `fixed` for
+/// `owner` (so that `uid` cannot swap a component between this check and its use). An
+/// error or a symlink on the way (the typed chain is checked up to it, the link itself
+/// fixed; the resolved chain has none) stops the walk as not permitted unless
+/// `stop_at_link`.
+bool chain_permitted(System& system, const std::string& path, std::uint32_t uid, std::uint32_t owner,
+                     bool stop_at_link) {
   std::vector<std::string> parts;
   for (std::size_t start = 0; start <= path.size();) {
     const std::size_t end = std::min(path.find('/', start), path.size());
@@ -194,7 +205,7 @@ bool chain_permitted(System& system, const std::string& path, std::uint32_t uid,
   std::string prefix = "/";
   for (std::size_t i = 0;; ++i) {
     auto st = system.lstat(prefix);
-    if (!st) return false;
+    if (!st || !fixed(*st, owner)) return false;
     if (st->type == FileType::symlink) return stop_at_link;
     if (st->type != FileType::directory || !permitted(*st, uid, i == parts.size())) return false;
     if (i == parts.size()) return true;
@@ -233,12 +244,15 @@ std::optional<std::string> sudo_refusal(
       absolute = (cwd ? *cwd : std::string("/nonexistent")) + "/" + typed;
     }
     auto resolved = system.realpath(typed);
+    const std::uint32_t owner = system.uid();
     const bool allowed = absolute.find("/../") == std::string::npos && !absolute.ends_with("/..") &&
-                         chain_permitted(system, absolute, *invoker, true) && resolved &&
-                         chain_permitted(system, *resolved, *invoker, false);
+                         chain_permitted(system, absolute, *invoker, owner, true) && resolved &&
+                         chain_permitted(system, *resolved, *invoker, owner, false);
     if (!allowed)
-      return fmt::format("{} '{}' is refused {}: that account could not read it itself (by the "
-                         "owner's and everyone's permission bits, on every directory of the path)",
+      return fmt::format("{} '{}' is refused {}: every directory of the path, as typed and as "
+                         "resolved, must be one that account could read itself (by the owner's "
+                         "and everyone's permission bits) and could not change (owned by root or "
+                         "this account, no group or other write unless sticky)",
                          option, printable(typed), by);
   }
   return std::nullopt;

@@ -109,10 +109,13 @@ std::optional<std::uint32_t> sudo_invoker(System& system);
 /// gives the invoking account no more than their report: `--output-file` (it would replace
 /// a file with this account's rights), and a path option (`--lock-dir`, `--repo`, `--scan`:
 /// each a pair of the option and the path as typed) that the invoking account could not
-/// read itself. "Could read" is judged from the permission bits alone, the owner's and
+/// read itself, or could change between this check and its use (a symlink of its own
+/// swapped). "Could read" is judged from the permission bits alone, the owner's and
 /// everyone's (a directory readable through a group or an ACL only is refused): every
 /// directory on the way, as typed and as resolved, searchable, and the last one readable.
-/// One line naming the option and the path; nothing when allowed.
+/// "Could not change": each of them (and each symlink on the typed way) owned by root or
+/// this account, and not writable by group or others unless sticky. One line naming the
+/// option and the path; nothing when allowed.
 std::optional<std::string> sudo_refusal(
     System& system, const std::string& output_file,
     const std::vector<std::pair<std::string_view, std::string>>& paths);

@@ -360,9 +360,15 @@ std::expected<void, int> parse_options(const std::vector<std::string>& args, Rec
       (!o.force || o.all || !o.repos.empty() || !o.homes.empty() || o.paths.size() != 1))
     return fail(exit_usage, "--not-owner needs --force and exactly one LOCKPATH (no --all, --repo "
                             "or --home): the operator's word is about one lock");
-  if (o.no_audit && sudo_invoker(real_system()))
-    return fail(exit_usage, "--no-audit is refused under sudo: the audit record is how the account "
-                            "that ran sudo is known");
+  // Under sudo or su, by the kernel's facts (the login uid is not this uid) as well as by
+  // $SUDO_UID: the record is how the account behind them is known.
+  if (o.no_audit) {
+    System& system = real_system();
+    const auto login = system.login_uid();
+    if (sudo_invoker(system) || (login && *login != system.uid()))
+      return fail(exit_usage, "--no-audit is refused under sudo or su (the login uid is not this "
+                              "uid): the audit record is how the account behind them is known");
+  }
   return {};
 }
 

@@ -21,7 +21,9 @@ def stub(directory, name, body):
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-def run_deps(args):
+def run_deps(args, installed=(), apt_install="", systemd=False):
+    """`scripts/dev deps ARGS` with `installed` packages present; `apt_install` is shell run
+    by apt-get install first; `systemd`: as on a machine where systemd runs."""
     with tempfile.TemporaryDirectory(prefix="apnea-locks-dev-deps.") as scratch:
         scratch = pathlib.Path(scratch)
         bin_dir = scratch / "bin"
@@ -29,9 +31,12 @@ def run_deps(args):
         log = scratch / "log"
         policy = scratch / "policy-rc.d"
         # Nothing is installed; apt-get records each install with whether a policy denied starts.
-        stub(bin_dir, "dpkg-query", "exit 1\n")
+        present = " ".join(installed)
+        stub(bin_dir, "dpkg-query",
+             f'for last; do :; done\nfor p in {present}; do [ "$p" = "$last" ] && {{ printf "install ok installed"; exit 0; }}; done\nexit 1\n')
         stub(bin_dir, "apt-get",
              f'if [ "$1" = install ]; then\n'
+             f'  {apt_install.replace("POLICY", str(policy))}\n'
              f'  shift; shift; shift\n'
              f'  if [ -x "{policy}" ] && ! "{policy}" x start; then p=denied; else p=allowed; fi\n'
              f'  echo "install $p $*" >>"{log}"\n'
@@ -39,9 +44,10 @@ def run_deps(args):
         stub(bin_dir, "systemctl", f'echo "systemctl $*" >>"{log}"\n')
         stub(bin_dir, "node", 'echo 22\n')
         stub(bin_dir, "sudo", '"$@"\n')
-        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", APNEA_DEV_POLICY_RC_D=str(policy))
+        env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", APNEA_DEV_POLICY_RC_D=str(policy),
+                   APNEA_DEV_SYSTEMD_DIR=str(scratch if systemd else scratch / "no-systemd"))
         done = subprocess.run([str(ROOT / "scripts" / "dev"), "deps", *args], env=env,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, start_new_session=True)
         lines = log.read_text().splitlines() if log.exists() else []
         return done, lines, policy.exists()
 
@@ -80,6 +86,21 @@ if left:
     failures.append("deps --test left its policy-rc.d behind")
 if any(line.startswith("systemctl") and " start" in line for line in lines):
     failures.append(f"deps --test started a service: {lines}")
+
+# A developer's own node-exporter: installed before, so never stopped or disabled.
+done, lines, left = run_deps(["--test"], installed=["prometheus-node-exporter"], systemd=True)
+disabled = [line for line in lines if line.startswith("systemctl disable")]
+if not any("prometheus.service" in line for line in disabled):
+    failures.append(f"deps --test did not disable the prometheus it installed: {lines}")
+if any("prometheus-node-exporter" in line for line in disabled):
+    failures.append(f"deps --test disabled the developer's own node-exporter: {lines}")
+
+# apt-get interrupted (SIGTERM to the whole run): the policy-rc.d does not outlive it.
+done, lines, left = run_deps(["--test"], apt_install='[ -e "POLICY" ] && kill -TERM 0')
+if done.returncode == 0:
+    failures.append("the interrupted deps --test was not interrupted (the check proves nothing)")
+if left:
+    failures.append("an interrupted deps --test left its policy-rc.d behind (no service would start again)")
 
 for failure in failures:
     print("FAIL:", failure)
