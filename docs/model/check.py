@@ -192,7 +192,7 @@ CONFIGS = [
            "P2", "boundary",
            "the first model's clock (CLOCK_READINGS=0): ages still count after a detected big "
            "step; the code's rule (no age counts while the clock is void) closes it",
-           ci=True, control={"STEPS": None}),
+           ci=True, control={"STEPS": None, "CLOCK_READINGS": None}),
     Config("boundary-suspend", {"NA": 1, "NR": 1, "FORCE": 1, "STEPS": 4}, "P2", "boundary",
            "a suspend: every age jumps, undetected", ci=True, control={"STEPS": None}),
     Config("boundary-resume", {"NA": 1, "NR": 1, "FORCE": 1, "INIT": 1, "PAUSE": 2}, "P2",

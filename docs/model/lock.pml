@@ -408,14 +408,12 @@ inline probe(o, p) {
 #define TDET 2                                  /* 60 s: s9's void threshold */
 #define MARGIN (MUT_GUARD_MARGIN -> 0 : 2)      /* 60 s: the filter's margin */
 #define HOLDER_PAUSED (npaused > 0 && (!CLOCK_READINGS || cvoid || woff - gwoff <= MARGIN))
+/* (one expression: decide_guard is expanded wherever a decision is made) */
 inline decide_guard(F, d) {
-  if
-  :: gage < GA -> d = KEEP                                  /* a reclamation in progress */
-  :: gage >= GA && HOLDER_PAUSED && !MUT_GUARD_AGE -> d = REFUSE   /* may hold it */
-  :: gage >= GA && !(HOLDER_PAUSED && !MUT_GUARD_AGE) && CLOCK_READINGS && cvoid -> d = REFUSE  /* no age counts */
-  :: gage >= GA && !(HOLDER_PAUSED && !MUT_GUARD_AGE) && !(CLOCK_READINGS && cvoid) ->
-     d = ((F && !MUT_KEEP_GUARD) -> RM_GUARD : REFUSE)
-  fi
+  d = (gage < GA -> KEEP :                                  /* a reclamation in progress */
+       ((HOLDER_PAUSED && !MUT_GUARD_AGE) -> REFUSE :       /* a paused process may hold it */
+        ((CLOCK_READINGS && cvoid) -> REFUSE :              /* no age counts */
+         ((F && !MUT_KEEP_GUARD) -> RM_GUARD : REFUSE))))
 }
 
 /* guard_blocks: a lock's (or debris') guard, unless we hold it ourselves. gb: 0 not blocking
