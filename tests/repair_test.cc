@@ -476,6 +476,71 @@ TEST_CASE("race: two reclaims removing one leftover guard never remove the guard
   CHECK(a.reclaim(guard_name, true).outcome == RepairOutcome::removed);
 }
 
+TEST_CASE("model schedule mutant-no-redecide: a second reclaim of a removed guard never removes the next holder's guard") {
+  // The order of system calls of docs/model/trails/mutant-no-redecide.txt, replayed on the
+  // real library: a dead lock and a crashed reclamation's guard; reclaims A and B both judge
+  // the guard left over (B acts on that judgement later); A takes the area's flock,
+  // re-decides, lstats and removes the guard, then reclaims the dead lock and takes a guard
+  // of its own, which gets the removed guard's inode number; B then takes the flock,
+  // re-decides, lstats the guard and would rmdir it. P2 (the model's property), checked on
+  // the real area: while A holds its guard, nobody else removes it.
+  Area a;
+  make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid));
+  const std::string guard_name = a.lock_name + ".reclaim";
+  const std::string guard = a.dir + "/" + guard_name;
+  make_dir(guard);
+  // The leftover guard was made an hour ago (a ctime cannot be set back: it is staged).
+  bool old_on_disk = true;
+  std::optional<std::uint64_t> old_ino;
+  const auto stage = [&](const std::string& path, FileStat& st) {
+    if (path != guard) return;
+    if (old_on_disk) {
+      old_ino = st.ino;
+      for (std::int64_t* t : {&st.mtime_ns, &st.ctime_ns, &st.birth_ns})
+        if (*t != 0) *t -= 3600 * 1'000'000'000LL;
+    } else if (old_ino) {
+      st.ino = *old_ino;  // ext4 hands the freed number back at once
+    }
+  };
+  a.system.restat = stage;
+  // [pid 2] survey, [pid 1] survey: both judge the guard removable.
+  auto [b_scanned, b_decision] = a.plan(guard_name, true);
+  auto [a_scanned, a_decision] = a.plan(guard_name, true);
+  REQUIRE(b_decision.removal == RemovalKind::guard);
+  REQUIRE(a_decision.removal == RemovalKind::guard);
+  // [pid 1] flock, re-decide, lstat, rmdir <lock>.reclaim.
+  a.system.before = [&](std::string_view op, const std::string& path) {
+    if (op == "rmdir" && path == guard) old_on_disk = false;
+  };
+  REQUIRE(execute_repair(a.system, a_scanned, a_decision, a.policy).outcome == RepairOutcome::removed);
+  REQUIRE_FALSE(a.exists(guard));
+  // [pid 1] survey: the dead lock; mkdir <lock>.reclaim (the same inode number).
+  auto [lock_scanned, lock_decision] = a.plan(a.lock_name, true);
+  REQUIRE(lock_decision.removal == RemovalKind::lock_owner);
+  bool a_holds = false;
+  std::optional<RepairResult> b_result;
+  bool p2_held = false;
+  a.system.before = [&](std::string_view op, const std::string& path) {
+    if (op == "mkdir" && path == guard) {
+      a_holds = true;
+      return;
+    }
+    if (!a_holds || b_result) return;
+    // A holds its new guard: [pid 2] flock, re-decide, lstat, rmdir.
+    StagedSystem second;
+    second.restat = stage;
+    b_result = execute_repair(second, b_scanned, b_decision, a.policy);
+    p2_held = a.exists(guard);
+  };
+  const RepairResult a_result = execute_repair(a.system, lock_scanned, lock_decision, a.policy);
+  REQUIRE(b_result);
+  CHECK(p2_held);  // P2: A's guard was not removed while A held it
+  CHECK(b_result->outcome != RepairOutcome::removed);
+  CHECK(a_result.outcome == RepairOutcome::removed);
+  CHECK_FALSE(a.exists(a.lock));
+  CHECK_FALSE(a.exists(guard));  // A dropped its own guard
+}
+
 TEST_CASE("crash injection: reclaim abandoned after every step is explained and completed by a rerun") {
   int steps = 0;
   {

@@ -54,10 +54,12 @@
 #ifndef MAXPAUSE      /* pauses in one run */
 #define MAXPAUSE 1
 #endif
-#ifndef STEPS         /* forward steps of the wall clock, a sum of: 1 small (< 60 s: not
-                         detected, they fake clock evidence); 2 big (past the guard age),
-                         detected (clock evidence is void from then on); 4 big, undetected
-                         (a suspend and resume: btime does not move) */
+#ifndef STEPS         /* steps of the wall clock, a sum of: 1 small forward (up to 60 s: not
+                         detected, they fake clock evidence); 2 big forward (past the guard
+                         age), detected (clock evidence is void while btime and /dev's birth
+                         differ by more than 60 s); 4 big, undetected (a suspend and resume:
+                         btime does not move); 8 (CLOCK_READINGS only) small backward (up to
+                         60 s: not detected) */
 #define STEPS 0
 #endif
 #ifndef MAXSTEP       /* clock steps in one run */
@@ -96,6 +98,27 @@
 #endif
 #ifndef ONLY_P1       /* check mutual exclusion only (to show a mutant's consequence) */
 #define ONLY_P1 0
+#endif
+#ifndef FAKE_EVIDENCE /* an undetected forward step fakes clock evidence (0: the wall-clock
+                         trust boundary-clock-step shows is kept) */
+#define FAKE_EVIDENCE 1
+#endif
+#ifndef CLOCK_READINGS /* the wall clock as readings (units of 30 s): its offset since boot
+                           (btime - /dev's birth: `woff`) and the guard's ctime reading
+                           (`gwoff`), for decide_guard's paused-holder filter (a paused process
+                           counts only if it started no later than 60 s after the guard's
+                           ctime; every one when the clock is void) and its rule that no age
+                           counts while the clock is void. Only --force removes a guard, so
+                           by default only --force configurations track them; 0: every paused
+                           process counts, whatever the clock (the first model) */
+#define CLOCK_READINGS FORCE
+#endif
+#ifndef RUN_SPLIT     /* 1: `run` (the pid in the record) and its command (which does the
+                         work the lock protects) are two processes: a SIGKILL of `run` leaves
+                         the command running until the shim (PR_SET_PDEATHSIG) has killed its
+                         session, an asynchronous step; 0: both die at once (the trust that
+                         the shim's kill comes before anyone can act on run's death) */
+#define RUN_SPLIT 0
 #endif
 #ifndef LIVE          /* liveness (never claims L1, L2; pan -a -f -N L1): acquirer 0 keeps
                          trying until it acquires (its attempts start over after every
@@ -141,6 +164,10 @@
 #endif
 #ifndef MUT_KEEP_GUARD      /* reclaim --force never removes a leftover guard */
 #define MUT_KEEP_GUARD 0
+#endif
+#ifndef MUT_GUARD_MARGIN    /* the paused-holder filter without its 60 s margin: a paused process
+                               counts only if it started no later than the guard's ctime */
+#define MUT_GUARD_MARGIN 0
 #endif
 #ifndef MUT_RM_R            /* release removes <lock> in place (rm -r: unlink owner.json, rmdir)
                                instead of renaming it to a tombstone first */
@@ -212,6 +239,10 @@ byte gholder = 255;   /* who made the current guard */
 byte gage;            /* its age */
 bit stepped;          /* the wall clock stepped forward by less than 60 s (not detected) */
 bit cvoid;            /* clock evidence is void: a step was detected (btime vs /dev) */
+short woff;           /* CLOCK_READINGS: the wall clock's offset since boot, btime - /dev's
+                         birth, in units of 30 s (void beyond +-TDET) */
+short gwoff;          /* CLOCK_READINGS: woff when the current guard was made: its ctime reads
+                         (real time of its mkdir) + gwoff */
 byte rmlock;          /* flock(LOCK_EX|LOCK_NB) of the lock area by a reclaim removing a
                          guard: its pid + 1, 0: free (the kernel drops it when it dies) */
 byte nstep, nkill, npause;
@@ -222,7 +253,10 @@ bit dead[NIDS];       /* crashed (killed) */
 bit done[NIDS];       /* finished: its pid is gone too */
 bit paused[NIDS];     /* stopped (T), traced (t) or frozen: visible in the process table */
 byte npaused;
-bit holding[NIDS];    /* believes it holds the lock (acquired, release not begun) */
+bit holding[NIDS];    /* believes it holds the lock (acquired, release not begun); for `run`,
+                         its command is running */
+bit orphan[NIDS];     /* RUN_SPLIT: `run` was killed while its command ran: the command runs on
+                         until the shim has killed its session */
 byte nholders;        /* live actors that believe they hold the lock */
 byte mine[NIDS];      /* the object it published */
 byte mguard[NIDS];    /* the guard (gid) it made and believes it holds, 0: none */
@@ -336,9 +370,13 @@ inline p6_read() {
   fi
 }
 
-/* P4 and P5 are checked at the end of the final sweep (Reclaim, sweep = 1). */
-#define P4_BAD(e) (loc[e] != NONE)
-#define P5_BAD (guard != 0)
+/* P4 and P5 are checked at the end of the final sweep (Reclaim, sweep = 1). With the clock
+ * void (CLOCK_READINGS) no age counts: `reclaim --force` refuses every guard and every
+ * pid-less entry and tells the operator to check that no Apnea runs and remove it by hand;
+ * those, and what a guard blocks (VOID_LEFT), are left to the operator. */
+#define VOID_LEFT (CLOCK_READINGS && cvoid && guard != 0)
+#define P4_BAD(e) (loc[e] != NONE && !VOID_LEFT && !(CLOCK_READINGS && cvoid && !wr[e]))
+#define P5_BAD (guard != 0 && !VOID_LEFT)
 
 /* ---------------------------------------------------------------- the proofs (section 9) */
 /* What a probe of the record's pid gives now. PROTOCOL s9: a certain proof ("no clock
@@ -351,22 +389,31 @@ inline p6_read() {
 inline probe(o, p) {
   if
   :: !ALIVE(WRITER(o)) -> p = CERTAIN
-  :: ALIVE(WRITER(o)) && stepped && !cvoid -> p = EVIDENCE
+  :: ALIVE(WRITER(o)) && stepped && !cvoid && FAKE_EVIDENCE -> p = EVIDENCE
   :: ALIVE(WRITER(o)) -> p = PNONE
   fi
 }
 
 /* ---------------------------------------------------------------- the one policy (section 10) */
 /* decide_guard. PROTOCOL s10 table, reclaim guard: `reclaim` never; `--force`: "older than
- * --guard-age (by mtime), and no user process of the area's uid that started before the
- * guard is stopped (T), traced (t) or in a frozen cgroup". Every actor started before any
- * guard, so any paused actor blocks. */
+ * --guard-age by the latest of its mtime and ctime ..., and no process ... that started no
+ * later than 60 s after the guard's ctime is paused". src/classify.cc judge_guard_holder:
+ * a paused process is passed over when the clock is trusted (not void), its start time is
+ * known and `start_time_ns > guard.ctime_ns + 60 s`; start_time_ns is btime (read now, so
+ * in the clock's current offset) plus its start ticks, the ctime the clock's reading at the
+ * guard's mkdir. Every actor started before any guard at real time 0 (the worst case: it
+ * made its guard at once), so its start reads woff now, the guard's ctime gwoff, and it is
+ * passed over when woff - gwoff > MARGIN. src/policy.cc decide_guard, older_than_guard_age:
+ * with the clock void no age counts ("refused after what else blocks it"). */
+#define TDET 2                                  /* 60 s: s9's void threshold */
+#define MARGIN (MUT_GUARD_MARGIN -> 0 : 2)      /* 60 s: the filter's margin */
+#define HOLDER_PAUSED (npaused > 0 && (!CLOCK_READINGS || cvoid || woff - gwoff <= MARGIN))
+/* (one expression: decide_guard is expanded wherever a decision is made) */
 inline decide_guard(F, d) {
-  if
-  :: gage < GA -> d = KEEP                                  /* a reclamation in progress */
-  :: gage >= GA && npaused > 0 && !MUT_GUARD_AGE -> d = REFUSE   /* may hold it */
-  :: gage >= GA && (npaused == 0 || MUT_GUARD_AGE) -> d = ((F && !MUT_KEEP_GUARD) -> RM_GUARD : REFUSE)
-  fi
+  d = (gage < GA -> KEEP :                                  /* a reclamation in progress */
+       ((HOLDER_PAUSED && !MUT_GUARD_AGE) -> REFUSE :       /* a paused process may hold it */
+        ((CLOCK_READINGS && cvoid) -> REFUSE :              /* no age counts */
+         ((F && !MUT_KEEP_GUARD) -> RM_GUARD : REFUSE))))
 }
 
 /* guard_blocks: a lock's (or debris') guard, unless we hold it ourselves. gb: 0 not blocking
@@ -407,10 +454,14 @@ inline decide_lock(o, F, own, d, p, gb, d3) {
  * adds clock evidence; or pid-less" (older than --guard-age by ctime). Work in progress is
  * kept: a record naming a pid not proven dead, a pid-less one younger than --guard-age, any
  * while its lock's guard is younger than --guard-age. */
+/* OLD: older than --guard-age. With CLOCK_READINGS, no age counts while the clock is void
+ * (src/policy.cc older_than_guard_age); without, ages count whatever the clock (the first
+ * model's rule, which boundary-void-clock shows). */
+#define OLD(o) (age[o] >= GA && !(CLOCK_READINGS && cvoid))
 inline decide_transient(o, F, own, d, p, gb, d3) {
   if
-  :: !wr[o] && age[o] < GA && !MUT_YOUNG_DEBRIS -> d = KEEP
-  :: !wr[o] && (age[o] >= GA || MUT_YOUNG_DEBRIS) ->
+  :: !wr[o] && !OLD(o) && !MUT_YOUNG_DEBRIS -> d = KEEP
+  :: !wr[o] && (OLD(o) || MUT_YOUNG_DEBRIS) ->
      guard_blocks(F, own, gb, d3);
      if
      :: gb == 1 -> d = KEEP
@@ -444,7 +495,7 @@ inline decide(e, F, own, d, p, gb, d3) {
 inline take_guard(ok) {
   if
   :: guard != 0 -> ok = 0
-  :: guard == 0 -> gseq++; gid = gseq; guard = (GUARD_REUSE -> 1 : gseq); gholder = me; gage = 0;
+  :: guard == 0 -> gseq++; gid = gseq; guard = (GUARD_REUSE -> 1 : gseq); gholder = me; gage = 0; gwoff = woff;
      mguard[me] = gid; ok = 1
   fi
 }
@@ -452,7 +503,7 @@ inline take_guard(ok) {
 inline drop_guard(ok) {
   if
   :: guard == 0 -> ok = 0                       /* ENOENT */
-  :: guard != 0 -> p3_guard(); guard = 0; gid = 0; gage = 0; gholder = 255; ok = 1
+  :: guard != 0 -> p3_guard(); guard = 0; gid = 0; gage = 0; gwoff = 0; gholder = 255; ok = 1
   fi;
   mguard[me] = 0
 }
@@ -760,7 +811,7 @@ proctype Reclaim(byte me; bit F; bit sweep) {
               atomic { RUNS
                 printf("[pid %d] rmdir <lock>.reclaim (guard %d, made by pid %d)\n", me, guard, gholder);
                 if
-                :: guard != 0 -> p2_guard(); guard = 0; gid = 0; gage = 0; gholder = 255
+                :: guard != 0 -> p2_guard(); guard = 0; gid = 0; gage = 0; gwoff = 0; gholder = 255
                 :: guard == 0 -> skip
                 fi;
                 if :: rmlock == me + 1 -> rmlock = 0 :: else -> skip fi }
@@ -898,9 +949,23 @@ end_clock:
        o = 0; ticked = LIVE;
        printf("[clock] tick: guard age %d, lock age %d\n", gage, age[lockobj]) }
   :: atomic { (STEPS & 1) && nstep < MAXSTEP && !ALLDONE ->
-       /* a small forward step (less than 60 s): not detected, it fakes clock evidence */
+       /* a small forward step (up to 60 s): not detected, it fakes clock evidence */
        nstep++; stepped = 1;
-       printf("[clock] small forward step (undetected)\n") }
+       if
+       :: CLOCK_READINGS -> /* 30 or 60 s; the gap since boot decides whether it is seen */
+          if :: woff = woff + 1 :: woff = woff + 2 fi;
+          cvoid = (woff > TDET || woff < -TDET)
+       :: else -> skip
+       fi;
+       printf("[clock] small forward step (clock offset since boot now %d x 30 s; void: %d)\n", woff, cvoid) }
+  :: atomic { (STEPS & 8) && CLOCK_READINGS && nstep < MAXSTEP && !ALLDONE ->
+       /* a small backward step (up to 60 s): not detected. Ages are not set back (an entry
+        * looking younger is only kept longer: fewer removals, never more) and no clock
+        * evidence is faked (start times move earlier) */
+       nstep++;
+       if :: woff = woff - 1 :: woff = woff - 2 fi;
+       cvoid = (woff > TDET || woff < -TDET);
+       printf("[clock] small backward step (clock offset since boot now %d x 30 s; void: %d)\n", woff, cvoid) }
   :: atomic { (STEPS & 6) && nstep < MAXSTEP && !ALLDONE ->
        /* a big forward step: every age jumps past the guard age. An NTP step is detected
         * (s9: "when they differ by more than 60 s, clock evidence is void"); a suspend and
@@ -920,11 +985,15 @@ end_clock:
        od;
        if :: guard != 0 -> gage = GA :: else -> skip fi;
        if
-       :: (STEPS & 2) -> cvoid = 1
+       :: (STEPS & 2) && !CLOCK_READINGS -> cvoid = 1
+       :: (STEPS & 2) && CLOCK_READINGS ->
+          /* 90 s: detected unless an earlier backward step brings the gap since boot back
+           * within 60 s; then it fakes clock evidence like a small step */
+          woff = woff + 3; cvoid = (woff > TDET || woff < -TDET); stepped = 1
        :: (STEPS & 4) -> skip
        fi;
        o = 0;
-       printf("[clock] big forward step; clock void: %d\n", cvoid) }
+       printf("[clock] big forward step; clock void: %d (offset since boot %d x 30 s)\n", cvoid, woff) }
   od
 }
 
@@ -935,7 +1004,12 @@ end_clock:
 #define KILL(a) dead[a] = 1; nkill++; printf("[killer] SIGKILL pid %d\n", a); mine[a] = 0; \
   if :: rmlock == (a) + 1 -> rmlock = 0 :: else -> skip fi; \
   if :: paused[a] -> paused[a] = 0; npaused-- :: else -> skip fi; \
-  if :: holding[a] -> holding[a] = 0; nholders-- :: else -> skip fi
+  if \
+  :: holding[a] && RUN_SPLIT && FLAV(a) == RUN -> orphan[a] = 1; \
+     printf("[killer] pid %d was run: its command runs on until the shim kills its session\n", a) \
+  :: holding[a] && !(RUN_SPLIT && FLAV(a) == RUN) -> holding[a] = 0; nholders-- \
+  :: else -> skip \
+  fi
 
 active proctype Killer() {
 end_killer:
@@ -947,6 +1021,21 @@ end_killer:
   :: atomic { CANKILL(4) -> KILL(4) }
   od
 }
+
+#if RUN_SPLIT
+/* `run`'s shim (src/cli/run.cc shim_main): it leads the command's session and has
+ * PR_SET_PDEATHSIG; when run dies the kernel queues SIGUSR1 to it, and once it is scheduled
+ * it kills every process of the session (kill_session: /proc scanned, SIGKILL through a
+ * pidfd) and itself. An asynchronous step: any step of another actor may come first. */
+active proctype Shim() {
+end_shim:
+  do
+  :: atomic { orphan[0] -> orphan[0] = 0; holding[0] = 0; nholders--; printf("[shim] run (pid 0) died: SIGKILL its session; its command ends\n") }
+  :: atomic { orphan[1] -> orphan[1] = 0; holding[1] = 0; nholders--; printf("[shim] run (pid 1) died: SIGKILL its session; its command ends\n") }
+  :: atomic { orphan[2] -> orphan[2] = 0; holding[2] = 0; nholders--; printf("[shim] run (pid 2) died: SIGKILL its session; its command ends\n") }
+  od
+}
+#endif
 
 /* SIGSTOP/SIGCONT (or a debugger, or a cgroup freeze): a guard holder, or with PAUSE_WRITE a
  * writer of a pid-less candidate, stops between two of its steps and is visible as paused.
