@@ -35,7 +35,11 @@ if dpkg-query -W -f='${Status}' apnea-locks 2>/dev/null | grep -q 'install ok in
 fi
 
 # Every path named *apnea-locks* on the system before the install: after the purge, no other.
-named() { find /etc /var /usr /lib /opt -xdev -name '*apnea-locks*' 2>/dev/null | grep -v '^/var/log/' | sort; }
+# (Not /var/log, and not man-db's cache of pages this test itself rendered with man.)
+named() {
+  find /etc /var /usr /lib /opt -xdev -name '*apnea-locks*' 2>/dev/null \
+    | grep -v -e '^/var/log/' -e '^/var/cache/man/' | sort
+}
 before="$(mktemp)"
 named >"$before"
 
