@@ -235,10 +235,7 @@ std::string AccountArea::message() const {
   return {};
 }
 
-namespace {
-
-/// The uid of a name suffix as Node prints a uid (decimal, no sign, no leading zero).
-std::optional<std::uint32_t> uid_of_suffix(std::string_view text) {
+std::optional<std::uint32_t> decimal_uid(std::string_view text) {
   if (text.empty() || text.size() > 10 || (text.size() > 1 && text[0] == '0')) return std::nullopt;
   std::uint64_t value = 0;
   for (char c : text) {
@@ -248,8 +245,6 @@ std::optional<std::uint32_t> uid_of_suffix(std::string_view text) {
   if (value >= 0xffffffffULL) return std::nullopt;  // (uid_t)-1 is no uid
   return static_cast<std::uint32_t>(value);
 }
-
-}  // namespace
 
 Account account_of_uid(System& system, std::uint32_t uid) {
   return system.lookup_uid(uid).value_or(Account{"", uid, no_account_gid, ""});
@@ -268,7 +263,7 @@ SysResult<std::vector<AccountArea>> find_account_areas(System& system) {
     AccountArea area;
     area.top = node_join(tmpdir, name);
     area.lock_directory = node_join(area.top, "operation-locks");
-    area.uid = uid_of_suffix(std::string_view(name).substr(6));
+    area.uid = decimal_uid(std::string_view(name).substr(6));
     auto st = system.lstat(area.top);
     if (st) area.stat = *st;
     if (!area.uid) {

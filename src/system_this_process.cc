@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "apnea_locks/lock_area.h"
 #include "detail/real_system.h"
 
 namespace apnea_locks::detail {
@@ -164,11 +165,10 @@ AuditSink RealSystem::log_audit(const std::string& line) {
 std::optional<std::uint32_t> RealSystem::login_uid() {
   std::FILE* file = std::fopen("/proc/self/loginuid", "re");
   if (file == nullptr) return std::nullopt;
-  unsigned long value = 0;
-  const int read = std::fscanf(file, "%10lu", &value);
+  char text[16] = "";
+  const std::size_t n = std::fread(text, 1, sizeof text - 1, file);
   std::fclose(file);
-  if (read != 1 || value >= 0xffffffffUL) return std::nullopt;
-  return static_cast<std::uint32_t>(value);
+  return decimal_uid(std::string_view(text, n));  // unset: (uid_t)-1, which is no uid
 }
 
 }  // namespace apnea_locks::detail

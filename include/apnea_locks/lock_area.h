@@ -128,6 +128,11 @@ struct AccountArea {
   std::string message() const;
 };
 
+/// A uid as Node and the kernel print one (an `apnea-<uid>` suffix, `--user 61234`,
+/// $SUDO_UID, /proc/self/loginuid): decimal, no sign, no leading zero, not (uid_t)-1;
+/// nothing for anything else.
+std::optional<std::uint32_t> decimal_uid(std::string_view text);
+
 /// The gid a uid without a passwd entry is surveyed with: the kernel's overflow gid
 /// (Debian's nogroup), never a gid equal to the uid, which may be a real group's.
 inline constexpr std::uint32_t no_account_gid = 65534;

@@ -57,13 +57,8 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
     auto account = system.lookup_account(options.user);
     // A uid in decimal that no account's name is: that uid without a passwd entry (a
     // DynamicUser's area), as --all-users labels it.
-    if (!account) {
-      std::uint32_t uid = 0;
-      const char* end = options.user.data() + options.user.size();
-      auto [stop, error] = std::from_chars(options.user.data(), end, uid);
-      if (error == std::errc{} && stop == end && options.user.front() != '0' && uid != 0xffffffffU)
-        account = account_of_uid(system, uid);
-    }
+    if (!account)
+      if (auto uid = decimal_uid(options.user)) account = account_of_uid(system, *uid);
     if (!account)
       return std::unexpected(CommandFailure{
           exit_usage, fmt::format("--user {}: no such account", printable(options.user))});
@@ -160,10 +155,7 @@ std::optional<std::uint32_t> sudo_invoker(System& system) {
   auto text = system.env("SUDO_UID");
   if (!text) return std::nullopt;
   constexpr std::uint32_t nobody = 0xfffffffe;  // (uid_t)-2: owns nothing here
-  std::uint32_t uid = nobody;
-  const char* end = text->data() + text->size();
-  auto [stop, error] = std::from_chars(text->data(), end, uid);
-  if (text->empty() || error != std::errc{} || stop != end) uid = nobody;
+  const std::uint32_t uid = decimal_uid(*text).value_or(nobody);
   if (uid == system.uid()) return std::nullopt;
   return uid;
 }
@@ -233,18 +225,16 @@ std::optional<std::string> sudo_refusal(
   const auto invoker = sudo_invoker(system);
   if (!invoker) return std::nullopt;
   const std::string by = fmt::format("under sudo (invoked by uid {})", *invoker);
+  const std::uint32_t owner = system.uid();
+  const auto cwd = system.realpath(".");
   if (!output_file.empty())
     return fmt::format("--output-file '{}' is refused {}: it would write with this account's rights "
                        "(write standard output to a file of your own instead)",
                        printable(output_file), by);
   for (const auto& [option, typed] : paths) {
-    std::string absolute = typed;
-    if (!absolute.starts_with('/')) {
-      auto cwd = system.realpath(".");
-      absolute = (cwd ? *cwd : std::string("/nonexistent")) + "/" + typed;
-    }
+    const std::string absolute =
+        typed.starts_with('/') ? typed : cwd.value_or(std::string("/nonexistent")) + "/" + typed;
     auto resolved = system.realpath(typed);
-    const std::uint32_t owner = system.uid();
     const bool allowed = absolute.find("/../") == std::string::npos && !absolute.ends_with("/..") &&
                          chain_permitted(system, absolute, *invoker, owner, true) && resolved &&
                          chain_permitted(system, *resolved, *invoker, owner, false);
