@@ -57,7 +57,12 @@ struct ProcStat {
 
 std::optional<ProcStat> proc_stat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return std::nullopt;  // ESRCH: the process exited between the open and the read
+  }
   const auto close = text.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(text.substr(close + 1));
