@@ -88,6 +88,15 @@ std::expected<void, std::string> check_and_remove(System& system, const DirRef& 
   auto self = system.fstat(fd.get());
   if (!self) return not_removed(fmt::format("cannot stat it: {}", errno_text(self.error())));
   if (!self->same_object(judged)) return not_removed("it was replaced since it was judged");
+  // In use whatever its record says: `apnea-locks run` keeps a shared flock on its lock
+  // directory in run and in the shim that leads its command's session, so a lock whose
+  // recorded pid (run's) was killed while that session runs on is refused here, until the
+  // shim has ended the session. Held exclusively while this removal goes on. Only a
+  // conflicting lock refuses: a filesystem without flock gives no such evidence either way.
+  if (auto locked = system.lock_exclusive(fd.get());
+      !locked && is(locked.error(), std::errc::resource_unavailable_try_again))
+    return not_removed("a process holds a flock on it (the command of an apnea-locks run whose run "
+                       "was killed may still run): in use");
   bool has_owner = false;
   std::optional<std::string> other;  // the first name that is not owner.json: the listing stops
   auto listed = system.list_directory_at(fd.get(), [&](const DirEntry& entry) {

@@ -1,7 +1,10 @@
 #include "apnea_locks/lock.h"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -194,6 +197,37 @@ TEST_CASE("a dead owner: stale inside the grace, reclaimed after it") {
   // The guard and the tombstone are gone.
   CHECK(f.entries().size() == 1);
   CHECK(f.system.count("mkdir") >= 1);
+}
+
+// The takeover goes through the removal gate, which refuses a lock directory another
+// process holds a flock on (run's shim after a kill -9 of run: docs/run.md).
+TEST_CASE("taking over is removing: a dead owner's lock that a process holds a flock on is not taken over") {
+  Fixture f;
+  f.plant(f.target.lock_path, dead_pid, "dead");
+  f.system.clock_offset_ns = minute_and_more;
+  const int fd = ::open(f.target.lock_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t shim = ::fork();  // shares the descriptor, as the shim shares run's
+  REQUIRE(shim >= 0);
+  if (shim == 0) {
+    ::close(ready[1]);
+    char byte = 0;
+    [[maybe_unused]] auto got = ::read(ready[0], &byte, 1);  // until the test is done
+    ::_exit(0);
+  }
+  ::close(ready[0]);
+  REQUIRE(::flock(fd, LOCK_SH) == 0);
+  ::close(fd);
+  auto refused = acquire(f.system, f.target, apnea_options(LockKind::repository));
+  CHECK_FALSE(refused);
+  CHECK(f.token_at(f.target.lock_path) == "dead");
+  ::close(ready[1]);
+  ::waitpid(shim, nullptr, 0);
+  auto held = acquire(f.system, f.target, apnea_options(LockKind::repository));
+  REQUIRE(held);
+  CHECK(f.token_at(f.target.lock_path) == held->owner().token);
 }
 
 TEST_CASE("taking over is removing: acquire takes over only where reclaim without --force would") {

@@ -1,7 +1,10 @@
 #include "apnea_locks/repair.h"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -174,6 +177,43 @@ TEST_CASE("a lock whose owner is proven dead is reclaimed; nothing else is left"
   CHECK(result.outcome == RepairOutcome::removed);
   CHECK(result.tombstone.starts_with(a.lock + ".tombstone."));
   CHECK(a.entries().empty());  // no lock, no tombstone, no guard
+}
+
+// `apnea-locks run` keeps a shared flock on its lock directory in run and in the shim that
+// leads its command's session: after a kill -9 of run, the record's pid is dead while the
+// session may still run (docs/model/README.md, boundary-run-killed). A flocked lock is in use
+// whatever its record says: no removal, with or without --force, and no takeover.
+TEST_CASE("a lock another process holds a flock on is not removed, though its owner is dead") {
+  Area a;
+  make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid));
+  const int fd = ::open(a.lock.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t shim = ::fork();  // shares the descriptor, as the shim shares run's
+  REQUIRE(shim >= 0);
+  if (shim == 0) {
+    ::close(ready[1]);
+    char byte = 0;
+    [[maybe_unused]] auto got = ::read(ready[0], &byte, 1);  // until the test is done
+    ::_exit(0);
+  }
+  ::close(ready[0]);
+  REQUIRE(::flock(fd, LOCK_SH) == 0);
+  ::close(fd);  // the shim's copy of the descriptor keeps the flock
+  const auto before = snapshot(a.lock);
+  for (bool force : {false, true}) {
+    CAPTURE(force);
+    RepairResult result = a.reclaim(a.lock_name, force);
+    CHECK(result.outcome == RepairOutcome::changed);
+    CHECK(result.detail.find("flock") != std::string::npos);
+    CHECK(a.entries() == std::vector<std::string>{a.lock_name});  // no tombstone, no guard left
+    CHECK(snapshot(a.lock) == before);
+  }
+  ::close(ready[1]);  // the shim ends: so does its flock
+  ::waitpid(shim, nullptr, 0);
+  CHECK(a.reclaim(a.lock_name, false).outcome == RepairOutcome::removed);
+  CHECK(a.entries().empty());
 }
 
 TEST_CASE("--keep-tombstone leaves the renamed lock for forensics") {

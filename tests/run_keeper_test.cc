@@ -100,6 +100,26 @@ bool names(const std::string& lock, pid_t pid) {
   return read.owner && read.owner->pid == double(pid);
 }
 
+/// Whether `pid` has an open descriptor on `path`.
+bool has_descriptor_on(long pid, const std::string& path) {
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& entry : std::filesystem::directory_iterator(fds)) {
+    std::error_code ignored;
+    if (std::filesystem::read_symlink(entry.path(), ignored).string() == path) return true;
+  }
+  return false;
+}
+
+/// Whether some process holds a flock on the directory `path` (an exclusive one is refused).
+bool flocked(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  errno = 0;
+  const bool refused = ::flock(fd, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return refused;
+}
+
 }  // namespace
 
 TEST_CASE("kill -9 of run: nothing of its command's session runs on unlocked") {
@@ -166,37 +186,79 @@ TEST_CASE("run releases only when every process of its command's session has exi
   CHECK_FALSE(exists(lock));
 }
 
-TEST_CASE("run holds a BSD flock on the lock directory while the command runs, and only run") {
+TEST_CASE("run and the shim leading its command's session hold a BSD flock on the lock directory") {
   Scratch scratch;
   const std::string lock = repository_lock(scratch);
   const std::string cpid = scratch.root + "/cpid";
   SpawnedProcess run(run_args(scratch, {"sh", "-c", "echo $$ >\"$0\"; echo ready; exec cat", cpid}));
   REQUIRE(run.read_line(Stream::out, 30s) == "ready");
+  CHECK(flocked(lock));
 
-  const int fd = ::open(lock.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  errno = 0;
-  CHECK(::flock(fd, LOCK_EX | LOCK_NB) == -1);
-  CHECK(errno == EWOULDBLOCK);
-  ::close(fd);
-
-  // Neither the command nor the shim that leads its session (its session id is the
-  // shim's pid) has the locked descriptor: the flock is run's alone.
+  // run and the shim (the session's leader: its session id is the shim's pid) have the
+  // locked descriptor; the command does not (close-on-exec).
   const pid_t command = pid_in(cpid);
   REQUIRE(command > 0);
   const auto command_stat = proc_stat(command);
   REQUIRE(command_stat);
   CHECK(command_stat->session != ::getsid(0));
-  for (const long pid : {long(command), command_stat->session}) {
-    CAPTURE(pid);
-    const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
-    for (const auto& entry : std::filesystem::directory_iterator(fds)) {
-      std::error_code ignored;
-      CHECK(std::filesystem::read_symlink(entry.path(), ignored).string() != lock);
-    }
-  }
+  CHECK(has_descriptor_on(run.pid(), lock));
+  CHECK(has_descriptor_on(command_stat->session, lock));
+  CHECK_FALSE(has_descriptor_on(command, lock));
 
   run.close_stdin();
   CHECK(run.wait(30s) == 0);
+  CHECK_FALSE(exists(lock));
+}
+
+// The model's boundary-run-killed trail (docs/model/README.md), staged on real processes:
+// the shim cannot run (stopped), run is SIGKILLed, so the record's pid is dead while the
+// command still runs. No reclaim may take the lock then; once the shim runs again and has
+// ended the session, a plain reclaim removes it (a certain proof).
+TEST_CASE("kill -9 of run while its shim is stopped: reclaim refuses until the session has ended") {
+  Scratch scratch;
+  const std::string lock = repository_lock(scratch);
+  const std::string cpid = scratch.root + "/cpid";
+  SpawnedProcess run(run_args(scratch, {"sh", "-c", "echo $$ >\"$0\"; echo ready; exec sleep 1000", cpid}));
+  REQUIRE(run.read_line(Stream::out, 30s) == "ready");
+  const pid_t command = pid_in(cpid);
+  REQUIRE(command > 0);
+  const auto command_stat = proc_stat(command);
+  REQUIRE(command_stat);
+  const pid_t shim = static_cast<pid_t>(command_stat->session);
+  const auto shim_stat = proc_stat(shim);
+  REQUIRE(shim_stat);
+  REQUIRE(::kill(shim, SIGSTOP) == 0);
+  // SIGSTOP takes effect asynchronously: wait until /proc shows the shim stopped.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (proc_stat(shim) && proc_stat(shim)->state != 'T' && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(proc_stat(shim)->state == 'T');
+
+  run.signal(SIGKILL);
+  REQUIRE(run.wait(30s) == 128 + SIGKILL);
+  REQUIRE(names(lock, run.pid()));
+  REQUIRE_FALSE(ended(command, command_stat->start));  // the command runs on, unlocked but for the flock
+
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--yes"}, std::vector<std::string>{"--yes", "--force"}}) {
+    std::vector<std::string> argv{locks_bin(), "reclaim", "--lock-dir", scratch.locks};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back(lock);
+    const Finished refused = finish(argv, {}, 60s);
+    CAPTURE(refused.out);
+    CAPTURE(refused.err);
+    CHECK(refused.status != 0);
+    CHECK(refused.out.find("flock") != std::string::npos);
+    CHECK(exists(lock));
+    CHECK(names(lock, run.pid()));
+  }
+
+  REQUIRE(::kill(shim, SIGCONT) == 0);  // the shim takes its parent-death signal: ends the session
+  CHECK(ends_within(command, command_stat->start, 30s));
+  CHECK(ends_within(shim, shim_stat->start, 30s));
+  if (!ended(command, command_stat->start)) ::kill(command, SIGKILL);  // a failure leaves nothing behind
+  const Finished removed = finish({locks_bin(), "reclaim", "--lock-dir", scratch.locks, "--yes", lock}, {}, 60s);
+  CAPTURE(removed.out);
+  CHECK(removed.status == 0);
   CHECK_FALSE(exists(lock));
 }

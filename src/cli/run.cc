@@ -809,7 +809,7 @@ void write_report(int fd, ShimReport report) {
 /// with sigwaitinfo and forwarded through the shim; SIGCHLD is reaped.
 class RealSubprocess final : public Subprocess {
  public:
-  RealSubprocess(const SignalControl& signals, int lock_fd) : signals_(signals), lock_fd_(lock_fd) {}
+  explicit RealSubprocess(const SignalControl& signals) : signals_(signals) {}
   RealSubprocess(const RealSubprocess&) = delete;
   RealSubprocess& operator=(const RealSubprocess&) = delete;
   ~RealSubprocess() override {
@@ -835,7 +835,10 @@ class RealSubprocess final : public Subprocess {
     }
     if (shim == 0) {
       ::close(report[0]);
-      if (lock_fd_ >= 0) ::close(lock_fd_);  // the flock is run's alone
+      // The shim keeps run's flock of the lock directory (close-on-exec: never the
+      // command's): if run is killed, the flock lasts until the shim has ended the
+      // command's session, and the removal gate refuses a flocked lock whatever its
+      // record's pid says.
       shim_main(run_pid, report[1], argv, signals_);
     }
     ::close(report[1]);
@@ -925,7 +928,6 @@ class RealSubprocess final : public Subprocess {
   }
 
   const SignalControl& signals_;
-  int lock_fd_ = -1;
   int report_ = -1;
   pid_t shim_ = -1;
   pid_t child_ = -1;
@@ -934,8 +936,8 @@ class RealSubprocess final : public Subprocess {
 
 /// Runs the command under supervise, reporting its start, the signals and its end as events.
 ChildEnd run_child(const std::vector<std::string>& command, const SignalControl& signals,
-                   int lock_fd, const Output& out) {
-  RealSubprocess process(signals, lock_fd);
+                   const Output& out) {
+  RealSubprocess process(signals);
   SuperviseReport report;
   report.started = [&](int pid) {
     json::array words;
@@ -1016,7 +1018,7 @@ int run_holding(HeldLock& held, const LockTarget& target, const RunOptions& opti
   // A BSD flock on the lock directory while the command runs: temp cleaners such as
   // systemd-tmpfiles skip a locked directory. Closed before the release renames it away.
   const int lock_fd = flock_lock_directory(held.lock_path(), out);
-  const ChildEnd end = run_child(options.command, signals, lock_fd, out);
+  const ChildEnd end = run_child(options.command, signals, out);
   if (lock_fd >= 0) ::close(lock_fd);
   if (end.exec_errno != 0) {
     out.event(
