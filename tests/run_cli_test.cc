@@ -168,7 +168,10 @@ TEST_CASE("signals sent to run are forwarded to the command; the lock outlives i
     SpawnedProcess run(run_args(scratch, {"--json"}, {"sh", "-c", script, marker, lock}));
     REQUIRE(run.read_line(Stream::out, 30s) == "ready");
     run.signal(sig);
-    REQUIRE(run.wait(30s) == 0);
+    const auto status = run.wait(30s);
+    CAPTURE(run.err());  // run's events, if it did not end with the command's 0 (issue 33)
+    CAPTURE(read_file(marker));
+    REQUIRE(status == 0);
     CHECK(read_file(marker) == "trapped\nheld\n");
     CHECK_FALSE(exists(lock));
     bool forwarded = false;
