@@ -53,7 +53,8 @@ std::vector<std::string> command_line(const Setup& s, const std::string& command
 std::string both(const Finished& f) { return "stdout: " + f.out + "stderr: " + f.err; }
 
 /// A usage error: exit 2 with "apnea-locks COMMAND: ..." on stderr, or for check the
-/// plugin's UNKNOWN (3) with "usage: ..." on its status line; either names `named`.
+/// plugin's UNKNOWN (3) with "usage: ..." on its status line; either names `named` and ends
+/// its stderr with "Try 'apnea-locks COMMAND --help' for more information.".
 void check_usage_error(const std::string& command, const Finished& f, const std::string& named) {
   CAPTURE(both(f));
   if (command == "check") {
@@ -65,6 +66,8 @@ void check_usage_error(const std::string& command, const Finished& f, const std:
     CHECK(f.err.starts_with("apnea-locks " + command + ": "));
     CHECK(f.err.find(named) != std::string::npos);
   }
+  // util-linux's last line, the same for every command (check: its only line on stderr).
+  CHECK(f.err.ends_with("Try 'apnea-locks " + command + " --help' for more information.\n"));
   CHECK(f.out.find("APNEA-LOCKS OK") == std::string::npos);
 }
 

@@ -405,15 +405,21 @@ TEST_CASE("an unsafe lock area is refused with 3 and nothing runs") {
   CHECK_FALSE(exists(marker));
 }
 
-TEST_CASE("usage errors exit 2") {
+TEST_CASE("usage errors exit 2, in util-linux's style") {
   Scratch scratch;
   const std::string bin = locks_bin();
+  const std::string try_help = "Try 'apnea-locks run --help' for more information.\n";
   CHECK(finish({bin, "run"}).status == 2);
   CHECK(finish({bin, "run", "--lock-dir", scratch.locks, "--"}).status == 2);
   CHECK(finish({bin, "run", "--repo", scratch.repo, "--home", scratch.home, "--", "true"}).status ==
         2);
   CHECK(finish({bin, "run", "--wait", "1s", "--nonblock", "--", "true"}).status == 2);
-  CHECK(finish({bin, "run", "--frobnicate", "--", "true"}).status == 2);
+  auto unknown = finish({bin, "run", "--frobnicate", "--", "true"});
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err == "apnea-locks run: unrecognised option '--frobnicate'\n" + try_help);
+  auto none = finish({bin, "run", "--lock-dir", scratch.locks, "--"});
+  CHECK(none.err == "apnea-locks run: no command given (apnea-locks run ... -- CMD [ARGS...])\n" +
+                        try_help);
   auto help = finish({bin, "run", "--help"});
   CHECK(help.status == 0);
   CHECK(help.out.find("--nonblock") != std::string::npos);

@@ -410,7 +410,7 @@ TEST_CASE("status: an unsafe lock area is one prominent line and exit 3") {
                           ": mode 0777 has group/other bits\n");
 }
 
-TEST_CASE("status: usage errors exit 2 with one line") {
+TEST_CASE("status: usage errors exit 2 with util-linux's two lines") {
   TempDir root;
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"status", "--bogus"},
@@ -427,7 +427,8 @@ TEST_CASE("status: usage errors exit 2 with one line") {
     CommandResult result = tool_with_stderr(args);
     CHECK(result.status == 2);
     CHECK(result.out.starts_with("apnea-locks status: "));
-    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 1);
+    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 2);
+    CHECK(result.out.ends_with("\nTry 'apnea-locks status --help' for more information.\n"));
   }
   CHECK(tool({"status", "--help"}).status == 0);
 }
@@ -611,5 +612,6 @@ TEST_CASE("path: Apnea's lock path for a repository or home") {
 
   CommandResult missing = tool_with_stderr({"path", "--repo", root / "nope"});
   CHECK(missing.status == 2);
-  CHECK(missing.out == "apnea-locks path: " + root / "nope" + ": ENOENT: no such file or directory\n");
+  CHECK(missing.out == "apnea-locks path: " + root / "nope" + ": ENOENT: no such file or directory\n"
+                       "Try 'apnea-locks path --help' for more information.\n");
 }

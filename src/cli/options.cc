@@ -235,10 +235,7 @@ std::expected<po::variables_map, int> parse_command_line(
     const po::options_description& options, const po::options_description* hidden,
     const po::positional_options_description* positional) {
   auto values = try_parse_command_line(args, options, hidden, positional);
-  if (!values) {
-    print_error(help.name, fmt::format("{} (see 'apnea-locks {} --help')", values.error(), help.name));
-    return std::unexpected(exit_usage);
-  }
+  if (!values) return std::unexpected(usage_error(help.name, values.error()));
   if (auto done = standard_action(*values, help, options)) return std::unexpected(*done);
   return std::move(*values);
 }
@@ -257,7 +254,25 @@ std::expected<po::variables_map, int> parse_command_line(
 void print_error(std::string_view command, std::string_view message) {
   std::fflush(stdout);
   // Messages carry paths and values from the environment and the disk: escaped, one line.
-  fmt::print(stderr, "apnea-locks {}: {}\n", command, printable(message));
+  if (command.empty()) fmt::print(stderr, "apnea-locks: {}\n", printable(message));
+  else fmt::print(stderr, "apnea-locks {}: {}\n", command, printable(message));
+}
+
+std::string usage_hint(std::string_view command) {
+  if (command.empty()) return "Try 'apnea-locks --help' for more information.";
+  return fmt::format("Try 'apnea-locks {} --help' for more information.", command);
+}
+
+int usage_error(std::string_view command, std::string_view message) {
+  print_error(command, message);
+  fmt::print(stderr, "{}\n", usage_hint(command));
+  return exit_usage;
+}
+
+int command_error(std::string_view command, int status, std::string_view message) {
+  if (status == exit_usage) return usage_error(command, message);
+  print_error(command, message);
+  return status;
 }
 
 std::expected<std::int64_t, std::string> parse_duration(std::string_view option,

@@ -62,8 +62,8 @@ std::optional<int> standard_action(const po::variables_map& values, const Comman
                                    const po::options_description& options);
 
 /// Parses `args` for `help.name` (try_parse_command_line, then standard_action): the
-/// values; or, after --help or --version, exit_ok; or, after one line on standard error
-/// ("apnea-locks CMD: ... (see 'apnea-locks CMD --help')"), exit_usage.
+/// values; or, after --help or --version, exit_ok; or, after usage_error's two lines,
+/// exit_usage.
 std::expected<po::variables_map, int> parse_command_line(
     const CommandHelp& help, const std::vector<std::string>& args,
     const po::options_description& options, const po::options_description* hidden = nullptr,
@@ -83,8 +83,22 @@ std::expected<po::variables_map, int> parse_command_line(
 std::expected<void, std::string> no_empty_value(const po::variables_map& values,
                                                 const po::options_description& visible);
 
-/// Prints "apnea-locks COMMAND: MESSAGE" on standard error (the message escaped).
+/// Prints "apnea-locks COMMAND: MESSAGE" on standard error (the message escaped; without a
+/// COMMAND, "apnea-locks: MESSAGE").
 void print_error(std::string_view command, std::string_view message);
+
+/// The line util-linux's tools print after a usage error, naming the help to read:
+/// "Try 'apnea-locks COMMAND --help' for more information." ("apnea-locks --help" without
+/// a COMMAND).
+std::string usage_hint(std::string_view command);
+
+/// A usage error in util-linux's style, the one every command uses: print_error's line,
+/// then usage_hint's, on standard error. Returns exit_usage.
+int usage_error(std::string_view command, std::string_view message);
+
+/// A failure with exit status `status`: usage_error when it is exit_usage, else
+/// print_error's line alone. Returns `status`.
+int command_error(std::string_view command, int status, std::string_view message);
 
 /// The range a duration option must be in (inclusive), in nanoseconds.
 struct DurationRange {

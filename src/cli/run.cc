@@ -1040,10 +1040,7 @@ int run_holding(HeldLock& held, const LockTarget& target, const RunOptions& opti
 
 int run_command(const std::vector<std::string>& args) {
   auto parsed = parse_options(args);
-  if (!parsed) {
-    fmt::print(stderr, "apnea-locks run: {}\nSee 'apnea-locks run --help'.\n", printable(parsed.error()));
-    return exit_usage;
-  }
+  if (!parsed) return usage_error(help.name, parsed.error());
   const RunOptions& options = *parsed;
   if (options.help) {
     print_help(stdout, help, option_table());

@@ -638,12 +638,6 @@ std::expected<Presentation, std::string> presentation_of(const StatusOptions& o)
   return shown;
 }
 
-/// Prints a usage message; the exit status of a usage error.
-int usage_error(std::string_view message) {
-  print_error(help.name, message);
-  return exit_usage;
-}
-
 /// The area status surveys, with its labels and its survey settings.
 struct StatusArea {
   LockArea area;
@@ -656,13 +650,11 @@ struct StatusArea {
 std::expected<StatusArea, int> open_status_area(System& system, const StatusOptions& o,
                                                 Filter& filter) {
   auto opened = open_lock_area(system, o.area);
-  if (!opened) {
-    print_error(help.name, opened.error().message);
-    return std::unexpected(opened.error().exit_status);
-  }
+  if (!opened)
+    return std::unexpected(command_error(help.name, opened.error().exit_status, opened.error().message));
   LockArea area = std::move(*opened);
   auto lock_names = lock_path_filter(system, o, area);
-  if (!lock_names) return std::unexpected(usage_error(lock_names.error()));
+  if (!lock_names) return std::unexpected(usage_error(help.name, lock_names.error()));
 
   // Labels: the current directory and its ancestors, the home, each --repo and --scan.
   auto labels = build_labels(system, area, o.labels);
@@ -673,7 +665,7 @@ std::expected<StatusArea, int> open_status_area(System& system, const StatusOpti
   filter.locks = labels->repo_locks;
   filter.locks.insert(lock_names->begin(), lock_names->end());
   auto settings = judging_settings(system, area, o.timing, false, HostRead::when_needed);
-  if (!settings) return std::unexpected(usage_error(settings.error()));
+  if (!settings) return std::unexpected(usage_error(help.name, settings.error()));
   return StatusArea{std::move(area), std::move(*labels), std::move(*settings)};
 }
 
@@ -743,20 +735,20 @@ int status_command(const std::vector<std::string>& args) {
     return exit_ok;
   }
   auto shown = presentation_of(o);
-  if (!shown) return usage_error(shown.error());
+  if (!shown) return usage_error(help.name, shown.error());
   auto filter = make_filter(o);
-  if (!filter) return usage_error(filter.error());
+  if (!filter) return usage_error(help.name, filter.error());
 
   System& system = real_system();
   if (auto refused = sudo_refusal(system, o.output_file, typed_paths(o.area, o.labels, o.lock_paths)))
-    return usage_error(*refused);
+    return usage_error(help.name, *refused);
   auto terminal = [&] {
     if (shown->format != Format::table) return Terminal{};
     return terminal_view(system, colour_mode(*parsed), o.notruncate);
   };
   if (o.all_users) {
     if (auto refused = all_users_usage(system, o.area, o.lock_paths.empty() ? "" : "a LOCKPATH"))
-      return usage_error(refused->message);
+      return usage_error(help.name, refused->message);
     return status_all_users(o, *shown, *filter, terminal());
   }
   auto opened = open_status_area(system, o, *filter);
