@@ -130,6 +130,32 @@ TEST_CASE("usage errors: util-linux's two lines on every command and at the top 
   }
 }
 
+TEST_CASE("every command's help fits 80 columns, check's too, and wraps under each item's text") {
+  for (const char* command : commands) {
+    CAPTURE(command);
+    std::istringstream lines(tool({command, "--help"}).out);
+    for (std::string line; std::getline(lines, line);) {
+      CAPTURE(line);
+      CHECK(line.size() <= 80);
+    }
+  }
+  // check's statuses: each wraps under its text, as an option's description does.
+  const std::string help = tool({"check", "--help"}).out;
+  CHECK(help.find("\nA monitoring plugin (Nagios, Icinga, Naemon, Sensu, ...). Judges the lock area\nas 'apnea-locks status' does") != std::string::npos);
+  CHECK(help.find("\n  WARNING   anything else that needs a human: a dead owner Apnea will not\n"
+                  "            reclaim by itself,") != std::string::npos);
+  std::istringstream lines(help);
+  bool in_statuses = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  CRITICAL  ")) in_statuses = true;
+    if (line.empty()) in_statuses = false;
+    if (!in_statuses) continue;
+    CAPTURE(line);
+    CHECK((line.starts_with("  CRITICAL  ") || line.starts_with("  WARNING   ") ||
+           line.starts_with("  UNKNOWN   ") || (line.starts_with("            ") && line[12] != ' ')));
+  }
+}
+
 TEST_CASE("-V and --version on every command") {
   const std::string version = tool({"--version"}).out;
   REQUIRE(version.starts_with("apnea-locks "));

@@ -82,28 +82,56 @@ void print_option_lines(std::string& out, const po::options_description& options
   }
 }
 
-/// Paragraphs (separated by an empty line) refilled to help_width; a paragraph with an
-/// indented line is a layout of its own and keeps its lines (each wrapped on its own).
+/// Where the wrapped lines of an indented help line go on: under its text when it is a
+/// definition ("  TERM  text": after the two or more spaces that end the term), else two
+/// columns in from the line.
+std::size_t hanging_indent(std::string_view line) {
+  const std::size_t indent = line.find_first_not_of(' ');
+  const std::size_t term_end = line.find(' ', indent);
+  const std::size_t text = line.find_first_not_of(' ', term_end);
+  if (term_end != std::string_view::npos && text != std::string_view::npos && text - term_end >= 2)
+    return text;
+  return indent + 2;
+}
+
+/// Paragraphs (separated by an empty line) refilled to help_width. In a paragraph, lines
+/// that start in column 0 are prose, joined and refilled; an indented line is a layout
+/// line: it keeps its own line, the lines after it indented deeper are its continuation
+/// (joined to it), and it wraps at hanging_indent.
 std::string reflow(std::string_view text) {
   std::string out;
   while (!text.empty()) {
     const auto end = text.find("\n\n");
     const std::string_view paragraph = text.substr(0, end);
     text = end == std::string_view::npos ? std::string_view() : text.substr(end + 2);
-    bool layout = paragraph.starts_with(' ') || paragraph.find("\n ") != std::string_view::npos;
-    std::string joined;
+    std::string block;
+    std::string prose;
+    std::string layout;
+    std::size_t layout_indent = 0;
+    auto flush = [&] {
+      if (!prose.empty()) block += wrap(prose, help_width) + "\n";
+      if (!layout.empty()) block += wrap(layout, help_width, std::string(hanging_indent(layout), ' ')) + "\n";
+      prose.clear();
+      layout.clear();
+    };
     for (const std::string_view line : detail::split_parts(paragraph, '\n')) {
-      if (layout) {
-        const std::size_t indent = line.find_first_not_of(' ');
-        joined += wrap(line, help_width, std::string(indent == std::string_view::npos ? 0 : indent + 2, ' ')) + "\n";
+      const std::size_t indent = std::min(line.find_first_not_of(' '), line.size());
+      if (indent == 0) {
+        if (!layout.empty()) flush();
+        if (!prose.empty()) prose += ' ';
+        prose += line;
+      } else if (!layout.empty() && indent > layout_indent) {
+        layout += ' ';
+        layout += line.substr(indent);
       } else {
-        if (!joined.empty()) joined += ' ';
-        joined += line;
+        flush();
+        layout = line;
+        layout_indent = indent;
       }
     }
-    if (!layout) joined = wrap(joined, help_width) + "\n";
+    flush();
     if (!out.empty()) out += "\n";
-    out += joined;
+    out += block;
   }
   return out;
 }
