@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -306,7 +307,8 @@ int command_error(std::string_view command, int status, std::string_view message
 std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
                                                         std::string_view text,
                                                         std::int64_t min_ns,
-                                                        std::int64_t max_ns) {
+                                                        std::int64_t max_ns,
+                                                        Fractions fractions) {
   const std::string range =
       fmt::format("must be between {} and {}", duration_text(min_ns), duration_text(max_ns));
   auto fail = [&](std::string_view why) {
@@ -325,8 +327,21 @@ std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
     if (unit_ns != 0) digits.remove_suffix(1);
     else unit_ns = ns_per_second;
   }
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return fail("not a duration (digits with an optional unit s, m, h or d: 90s, 5m, 2h, 1d); ");
+  // The fraction, after the one '.' (only where allowed): digits on both sides of it.
+  std::string_view fraction;
+  if (const auto dot = digits.find('.'); fractions == Fractions::allowed && dot != std::string_view::npos) {
+    fraction = digits.substr(dot + 1);
+    digits = digits.substr(0, dot);
+    if (fraction.empty()) digits = {};  // "5." is not a duration
+  }
+  auto all_digits = [](std::string_view part) {
+    return std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (digits.empty() || !all_digits(digits) || !all_digits(fraction))
+    return fail(fractions == Fractions::allowed
+                    ? "not a duration (digits, with an optional fraction and unit s, m, h or d: "
+                      "0.5, 1.5s, 90s, 5m, 2h, 1d); "
+                    : "not a duration (digits with an optional unit s, m, h or d: 90s, 5m, 2h, 1d); ");
   // Saturates instead of overflowing: any value past the limit is out of every range.
   constexpr std::int64_t limit = std::numeric_limits<std::int64_t>::max();
   std::int64_t count = 0;
@@ -339,14 +354,33 @@ std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
     }
     count = count * 10 + digit;
   }
-  if (huge || count > limit / unit_ns) return fail("");
-  const std::int64_t ns = count * unit_ns;
+  // The fraction in nanoseconds of the unit: its first 9 digits (every unit is whole
+  // seconds, so nothing finer than a nanosecond is lost), times the unit's seconds.
+  std::int64_t billionths = 0;
+  for (std::size_t i = 0; i < 9; ++i) billionths = billionths * 10 + (i < fraction.size() ? fraction[i] - '0' : 0);
+  const std::int64_t fraction_ns = billionths * (unit_ns / ns_per_second);
+  if (huge || count > (limit - fraction_ns) / unit_ns) return fail("");
+  const std::int64_t ns = count * unit_ns + fraction_ns;
   if (ns < min_ns || ns > max_ns) return fail("");
   return ns;
 }
 
-std::string duration_help(DurationRange range) {
-  return fmt::format(" (DURATION: N[s|m|h|d], {} to {})", duration_text(range.min_ns),
+std::expected<std::int64_t, std::string> parse_whole_number(std::string_view option,
+                                                            std::string_view text,
+                                                            std::int64_t min, std::int64_t max) {
+  std::uint64_t value = 0;
+  const char* const end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end ||
+      value < static_cast<std::uint64_t>(min) || value > static_cast<std::uint64_t>(max))
+    return std::unexpected(fmt::format("{} '{}': must be a whole number from {} to {}", option,
+                                       printable(text), min, max));
+  return static_cast<std::int64_t>(value);
+}
+
+std::string duration_help(DurationRange range, Fractions fractions) {
+  return fmt::format(" (DURATION: N{}[s|m|h|d], {} to {})",
+                     fractions == Fractions::allowed ? "[.N]" : "", duration_text(range.min_ns),
                      duration_text(range.max_ns));
 }
 
