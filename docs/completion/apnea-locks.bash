@@ -73,8 +73,8 @@ _apnea_locks()
     case $command in
         status)
             opts="-J --json -r --raw --format --output-file -o --output --output-all
-                  --list-columns -n --noheadings --notruncate --state --kind --repo
-                  --only-labelled --scan --scan-depth $timing --lock-dir --user
+                  -H --list-columns -n --noheadings -u --notruncate -p --pid --state --kind
+                  --repo --only-labelled --scan --scan-depth $timing --lock-dir --user
                   --all-users" ;;
         inspect)
             opts="--repo --home -J --json $timing --lock-dir --user" ;;
