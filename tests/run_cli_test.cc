@@ -634,6 +634,8 @@ TEST_CASE("a stale lock: the dead holder and the one fix command, without Apnea'
   REQUIRE(seen.size() == 1);
   CHECK(str(seen[0].at("message")).find("Remove this lock directory manually") != std::string::npos);
   CHECK(seen[0].at("fix_argv").as_array().at(1) == "reclaim");
+  // A fix and no next step: null, never "".
+  CHECK(seen[0].at("next_step").is_null());
 }
 
 TEST_CASE("taking over a dead lock past the grace is one line on stderr, none with -q") {

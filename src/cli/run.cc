@@ -470,7 +470,7 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
     for (const std::string& word : fix.argv) argv.emplace_back(word);
     event["fix_argv"] = fix.argv.empty() ? json::value(nullptr) : json::value(std::move(argv));
     event["why"] = fix.why;
-    event["next_step"] = fix.next_step;
+    event["next_step"] = fix.next_step.empty() ? json::value(nullptr) : json::value(fix.next_step);
   }
   if (!fix.holder.empty()) event["holder"] = fix.holder;
   out.event(std::move(event));
