@@ -116,7 +116,7 @@ mode_t current_umask() {
 
 }  // namespace
 
-TEST_CASE("every duration option rejects what is not [0-9]+[smhd]? within its range") {
+TEST_CASE("every duration option rejects what is not [0-9]+[smhd]? (--wait: with a fraction) within its range") {
   Setup s;
   // Not the grammar: refused by every option, whatever its range.
   const std::vector<std::string> malformed = {"1e3", "0x10", " 5",  "5 ",  "inf", "-5", "+5",
@@ -128,6 +128,13 @@ TEST_CASE("every duration option rejects what is not [0-9]+[smhd]? within its ra
     refused.push_back("99999999999999999999");   // overflows any integer: out of range
     refused.push_back("9223372036854775807d");   // fits, but not once scaled to nanoseconds
     if (option != "--wait") refused.push_back("0");  // below every range but --wait's
+    if (option == "--wait") {
+      // run's --wait takes a fraction, as flock's -w does (1.5 is a wait of 1500ms); not
+      // one without digits on both sides of the point, nor any other number syntax.
+      std::erase(refused, "1.5");
+      for (const char* more : {".5", "5.", "1.5.5", "nan", "-0.5", "1.5e3", "9223372036854775807.5d"})
+        refused.push_back(more);
+    }
     for (const std::string& value : refused) {
       CAPTURE(value);
       check_usage_error(command, tool(command_line(s, command, {option + "=" + value})), option);
