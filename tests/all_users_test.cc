@@ -85,11 +85,13 @@ TEST_CASE("--all-users is refused to anyone but root, and with --user or --lock-
     CAPTURE(refused.err);
     if (std::string(command) == "status") {
       CHECK(refused.status == 2);
-      CHECK(refused.err == "apnea-locks status: --all-users needs root\n");
+      CHECK(refused.err == "apnea-locks status: --all-users needs root\n"
+                           "Try 'apnea-locks status --help' for more information.\n");
       CHECK(refused.out.empty());
     } else {
       CHECK(refused.status == 3);  // a plugin's usage error is UNKNOWN
       CHECK(refused.out == "APNEA-LOCKS UNKNOWN - usage: --all-users needs root\n");
+      CHECK(refused.err == "Try 'apnea-locks check --help' for more information.\n");
     }
   }
   Finished with_user = finish({locks_bin(), "status", "--all-users", "--user", "root"});

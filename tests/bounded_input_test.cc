@@ -53,7 +53,8 @@ std::vector<std::string> command_line(const Setup& s, const std::string& command
 std::string both(const Finished& f) { return "stdout: " + f.out + "stderr: " + f.err; }
 
 /// A usage error: exit 2 with "apnea-locks COMMAND: ..." on stderr, or for check the
-/// plugin's UNKNOWN (3) with "usage: ..." on its status line; either names `named`.
+/// plugin's UNKNOWN (3) with "usage: ..." on its status line; either names `named` and ends
+/// its stderr with "Try 'apnea-locks COMMAND --help' for more information.".
 void check_usage_error(const std::string& command, const Finished& f, const std::string& named) {
   CAPTURE(both(f));
   if (command == "check") {
@@ -65,6 +66,8 @@ void check_usage_error(const std::string& command, const Finished& f, const std:
     CHECK(f.err.starts_with("apnea-locks " + command + ": "));
     CHECK(f.err.find(named) != std::string::npos);
   }
+  // util-linux's last line, the same for every command (check: its only line on stderr).
+  CHECK(f.err.ends_with("Try 'apnea-locks " + command + " --help' for more information.\n"));
   CHECK(f.out.find("APNEA-LOCKS OK") == std::string::npos);
 }
 
@@ -113,7 +116,7 @@ mode_t current_umask() {
 
 }  // namespace
 
-TEST_CASE("every duration option rejects what is not [0-9]+[smhd]? within its range") {
+TEST_CASE("every duration option rejects what is not [0-9]+[smhd]? (--wait: with a fraction) within its range") {
   Setup s;
   // Not the grammar: refused by every option, whatever its range.
   const std::vector<std::string> malformed = {"1e3", "0x10", " 5",  "5 ",  "inf", "-5", "+5",
@@ -125,6 +128,13 @@ TEST_CASE("every duration option rejects what is not [0-9]+[smhd]? within its ra
     refused.push_back("99999999999999999999");   // overflows any integer: out of range
     refused.push_back("9223372036854775807d");   // fits, but not once scaled to nanoseconds
     if (option != "--wait") refused.push_back("0");  // below every range but --wait's
+    if (option == "--wait") {
+      // run's --wait takes a fraction, as flock's -w does (1.5 is a wait of 1500ms); not
+      // one without digits on both sides of the point, nor any other number syntax.
+      std::erase(refused, "1.5");
+      for (const char* more : {".5", "5.", "1.5.5", "nan", "-0.5", "1.5e3", "9223372036854775807.5d"})
+        refused.push_back(more);
+    }
     for (const std::string& value : refused) {
       CAPTURE(value);
       check_usage_error(command, tool(command_line(s, command, {option + "=" + value})), option);

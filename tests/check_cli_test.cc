@@ -589,7 +589,10 @@ TEST_CASE("under sudo, check and status refuse --output-file and paths the invok
     CHECK(result.out.find(option) != std::string::npos);
     CHECK(result.out.find("refused under sudo (invoked by uid") != std::string::npos);
     CHECK(result.out.find(hidden) == std::string::npos);
-    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 1);
+    // A usage error: its line (check: the UNKNOWN line), then util-linux's Try line.
+    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 2);
+    CHECK(result.out.find("\nTry 'apnea-locks ") != std::string::npos);
+    CHECK(result.out.ends_with(" --help' for more information.\n"));
   };
 
   refused(as_sudo({"check", "--lock-dir", area.path, "--prometheus", "--output-file", written}), 3,

@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -87,7 +88,7 @@ class JsonSchema {
     const boost::json::object& s = schema.as_object();
     static const std::set<std::string_view> known = {
         "$schema", "$id", "title", "description", "type", "enum", "const", "properties",
-        "required", "additionalProperties", "items", "minItems", "minimum", "allOf", "anyOf",
+        "required", "additionalProperties", "items", "minItems", "minimum", "minLength", "allOf", "anyOf",
         "oneOf", "if", "then", "else", "$ref", "$defs"};
     for (const auto& member : s)
       if (known.count(member.key()) == 0)
@@ -118,6 +119,16 @@ class JsonSchema {
     if (const auto* minimum = s.if_contains("minimum"))
       if (v.is_number() && number(v) < number(*minimum))
         errors.push_back(at + ": below the minimum " + boost::json::serialize(*minimum));
+    if (const auto* min_length = s.if_contains("minLength"))
+      if (v.is_string()) {
+        // Characters, as JSON Schema counts them: the bytes that do not continue a UTF-8 sequence.
+        const auto& text = v.as_string();
+        const auto characters = std::count_if(text.begin(), text.end(), [](char c) {
+          return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+        });
+        if (static_cast<double>(characters) < number(*min_length))
+          errors.push_back(at + ": shorter than " + boost::json::serialize(*min_length) + " characters");
+      }
     if (v.is_object()) {
       const boost::json::object& o = v.as_object();
       const boost::json::object* properties = nullptr;

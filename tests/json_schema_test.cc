@@ -115,6 +115,10 @@ TEST_CASE("a valid status document passes; each way of breaking it is refused") 
                                       "next_step": null}])");
        }},
       {"an unknown column", [](json::object& d) { d["columns"] = json::parse(R"(["bogus"])"); }},
+      // An absent next step is null, never "" (issue 32), wherever a next_step is written.
+      {"an empty next_step", [](json::object& d) { first_entry(d)["next_step"] = ""; }},
+      {"an empty next step in the summary",
+       [](json::object& d) { d["summary"].as_object()["next"].as_object()["next_step"] = ""; }},
   };
   for (const auto& [what, edit] : breaks) {
     CAPTURE(what);
@@ -144,6 +148,13 @@ TEST_CASE("run events: known events need their members, every line its schema") 
                   R"({"schema": {"name": "run-event", "version": 1}, "event": "refused", "message": "m",
                       "exit_status": 76, "error": "OperationLocked", "fix": "x", "fix_argv": []})"))
                   .empty());
+  // An absent next step is null, never "".
+  const std::string refused =
+      R"({"schema": {"name": "run-event", "version": 1}, "event": "refused", "message": "m",
+          "exit_status": 76, "error": "OperationLocked", "fix": "x", "fix_argv": ["x"], "next_step": )";
+  CHECK(schema_problems(json::parse(refused + "null}")).empty());
+  CHECK(schema_problems(json::parse(refused + R"("wait")" + "}")).empty());
+  CHECK_FALSE(schema_problems(json::parse(refused + R"("")" + "}")).empty());
 }
 
 TEST_CASE("the validator reports a keyword it does not know instead of ignoring it") {

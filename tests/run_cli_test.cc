@@ -276,16 +276,142 @@ TEST_CASE("a signal while waiting ends run by that signal; the command never sta
   CHECK(holder.wait(30s) == 0);
 }
 
-TEST_CASE("durations: 30s, 2m, 1h, 1d, plain seconds; anything else is a usage error") {
+TEST_CASE("durations: 30s, 2m, 1h, 1d, plain seconds, fractions as flock -w; anything else is a usage error") {
   Scratch scratch;
-  for (const char* duration : {"30s", "2m", "1h", "1d", "5", "0"}) {
+  for (const char* duration : {"30s", "2m", "1h", "1d", "5", "0", "0.5", "1.5", "0.25s", "1.5m", "0.0",
+                               "29.999d", "0.0000000001", "0.99999999999999999999999999d"}) {
     CAPTURE(duration);
     CHECK(finish(run_args(scratch, {"--wait", duration}, {"true"})).status == 0);
   }
-  for (const char* duration : {"soon", "-1", "5x", "", "1e3", "500ms", "1.5", "31d"}) {
-    CAPTURE(duration);
-    CHECK(finish(run_args(scratch, {"--wait", duration}, {"true"})).status == 2);
+  for (const char* duration : {"soon", "-1", "5x", "", "1e3", "500ms", "31d", "-0.5", "nan", "inf", ".5",
+                               "5.", "1.5.5", "1,5", "0.5ms", "30.5d", "0x1.8", "1.5e1",
+                               "99999999999999999999.5", "30.000000001d"}) {
+    const std::string value = duration;
+    CAPTURE(value);
+    auto refused = finish(run_args(scratch, {"--wait", value}, {"true"}));
+    CHECK(refused.status == 2);
+    // "--wait 'VALUE': ..." (an empty one: "-w/--wait: empty value"), then the Try line.
+    CHECK(refused.err.starts_with(value.empty() ? "apnea-locks run: -w/--wait: empty value\n"
+                                                : "apnea-locks run: --wait '" + value + "': "));
   }
+}
+
+TEST_CASE("-w 0.5: a fractional wait for a live owner, then the conflict") {
+  Scratch scratch;
+  SpawnedProcess holder(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = finish(run_args(scratch, {"-w", "0.5", "--json"}, {"true"}));
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(waited.status == 75);
+  CHECK(took >= 500ms);
+  auto seen = events(waited.err);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].at("timeout_ms") == 500);
+  CHECK(seen[1].at("waited_ms") == 500);
+  auto human = finish(run_args(scratch, {"-w", "1.5"}, {"true"}));
+  CHECK(human.status == 75);
+  CHECK(human.err.find("still held after waiting 1500ms") != std::string::npos);
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+}
+
+TEST_CASE("-E/--conflict-exit-code N: the exit status of a conflict, 0 to 255; a stale lock keeps 76") {
+  Scratch scratch;
+  const std::string marker = scratch.root + "/ran";
+  SpawnedProcess holder(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  CHECK(finish(run_args(scratch, {"-n", "-E", "0"}, {"touch", marker})).status == 0);
+  CHECK(finish(run_args(scratch, {"-E", "9"}, {"touch", marker})).status == 9);
+  CHECK(finish(run_args(scratch, {"--conflict-exit-code", "255", "-w", "0.1"}, {"touch", marker})).status == 255);
+  CHECK(finish(run_args(scratch, {"--conflict-exit-code=3"}, {"touch", marker})).status == 3);
+  auto json = finish(run_args(scratch, {"-E", "42", "--json"}, {"touch", marker}));
+  CHECK(json.status == 42);
+  auto seen = events(json.err);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].at("exit_status") == 42);
+  CHECK_FALSE(exists(marker));
+  // Without a CMD after them, -E's and -w's values are not taken for the command.
+  CHECK(finish({locks_bin(), "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "-E", "7", "-w",
+                "0.2", "touch", marker}).status == 7);
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+
+  for (const char* code : {"256", "-1", "x", "", "1.5", " 5", "+5", "0x10", "99999999999999999999"}) {
+    CAPTURE(code);
+    auto refused = finish(run_args(scratch, {"-E", code}, {"touch", marker}));
+    CHECK(refused.status == 2);
+    CHECK(refused.err.find("apnea-locks run: ") == 0);
+    CHECK(refused.err.find("Try 'apnea-locks run --help' for more information.\n") != std::string::npos);
+  }
+  CHECK(finish(run_args(scratch, {"-E", "256"}, {"true"})).err ==
+        "apnea-locks run: --conflict-exit-code '256': must be a whole number from 0 to 255\n"
+        "Try 'apnea-locks run --help' for more information.\n");
+  CHECK_FALSE(exists(marker));
+
+  // A stale lock is no conflict: a human must act, 76 whatever -E says.
+  const std::string lock = repository_lock(scratch);
+  std::filesystem::create_directory(scratch.locks);
+  ::chmod(scratch.locks.c_str(), 0700);
+  make_entry(scratch.locks, lock.substr(scratch.locks.size() + 1), owner_json(dead_pid()));
+  CHECK(finish(run_args(scratch, {"-E", "0"}, {"touch", marker})).status == 76);
+  CHECK_FALSE(exists(marker));
+}
+
+TEST_CASE("-c COMMAND runs with /bin/sh -c as flock -c; with a CMD too it is a usage error") {
+  Scratch scratch;
+  const std::string lock = repository_lock(scratch);
+  auto piped = finish(run_args(scratch, {"-c", "echo hold | tr a-z A-Z; exit 4"}, {}));
+  CHECK(piped.status == 4);
+  CHECK(piped.out == "HOLD\n");
+  CHECK_FALSE(exists(lock));
+  // The lock is held while the shell runs it; without "--" as well.
+  CHECK(finish({locks_bin(), "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "--command",
+                "test -d '" + lock + "'"}).status == 0);
+  auto json = finish(run_args(scratch, {"-J", "-c", "exit 0"}, {}));
+  auto seen = events(json.err);
+  REQUIRE(seen.size() == 4);
+  CHECK(seen[1].at("event") == "started");
+  CHECK(seen[1].at("command") == boost::json::value(boost::json::array{"/bin/sh", "-c", "exit 0"}));
+
+  const std::string marker = scratch.root + "/ran";
+  for (const auto& both : std::vector<std::vector<std::string>>{
+           run_args(scratch, {"-c", "touch " + marker}, {"touch", marker}),
+           {locks_bin(), "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "-c", "touch " + marker,
+            "touch", marker}}) {
+    auto refused = finish(both);
+    CHECK(refused.status == 2);
+    CHECK(refused.err == "apnea-locks run: -c COMMAND and CMD [ARGS...] exclude each other (give one)\n"
+                         "Try 'apnea-locks run --help' for more information.\n");
+  }
+  CHECK(finish(run_args(scratch, {"-c", ""}, {})).status == 2);  // an empty value, as for every option
+  CHECK_FALSE(exists(marker));
+}
+
+TEST_CASE("-q: a conflict prints nothing (as flock -q), a stale lock still says what to do") {
+  Scratch scratch;
+  SpawnedProcess holder(run_args(scratch, {}, hold_until_eof));
+  REQUIRE(holder.read_line(Stream::out, 30s) == "ready");
+  for (const auto& options : std::vector<std::vector<std::string>>{
+           {"-q"}, {"-q", "-n"}, {"--quiet", "-w", "0.2"}, {"-q", "-E", "0"}}) {
+    CAPTURE(options.back());
+    auto quiet = finish(run_args(scratch, options, {"true"}));
+    CHECK(quiet.status == (options.back() == "0" ? 0 : 75));
+    CHECK(quiet.err.empty());
+    CHECK(quiet.out.empty());
+  }
+  // Without -q the conflict is explained; -J's events are asked for and still come.
+  CHECK_FALSE(finish(run_args(scratch, {"-n"}, {"true"})).err.empty());
+  auto events_too = finish(run_args(scratch, {"-q", "-J"}, {"true"}));
+  CHECK(events(events_too.err).size() == 1);
+  holder.close_stdin();
+  CHECK(holder.wait(30s) == 0);
+
+  const std::string lock = repository_lock(scratch);
+  make_entry(scratch.locks, lock.substr(scratch.locks.size() + 1), owner_json(dead_pid()));
+  auto stale = finish(run_args(scratch, {"-q"}, {"true"}));
+  CHECK(stale.status == 76);
+  CHECK(stale.err.find("to fix it: apnea-locks reclaim ") != std::string::npos);
 }
 
 TEST_CASE("the global setup lock: waited for by default like Apnea, refused with --nonblock") {
@@ -408,15 +534,21 @@ TEST_CASE("an unsafe lock area is refused with 3 and nothing runs") {
   CHECK_FALSE(exists(marker));
 }
 
-TEST_CASE("usage errors exit 2") {
+TEST_CASE("usage errors exit 2, in util-linux's style") {
   Scratch scratch;
   const std::string bin = locks_bin();
+  const std::string try_help = "Try 'apnea-locks run --help' for more information.\n";
   CHECK(finish({bin, "run"}).status == 2);
   CHECK(finish({bin, "run", "--lock-dir", scratch.locks, "--"}).status == 2);
   CHECK(finish({bin, "run", "--repo", scratch.repo, "--home", scratch.home, "--", "true"}).status ==
         2);
   CHECK(finish({bin, "run", "--wait", "1s", "--nonblock", "--", "true"}).status == 2);
-  CHECK(finish({bin, "run", "--frobnicate", "--", "true"}).status == 2);
+  auto unknown = finish({bin, "run", "--frobnicate", "--", "true"});
+  CHECK(unknown.status == 2);
+  CHECK(unknown.err == "apnea-locks run: unrecognised option '--frobnicate'\n" + try_help);
+  auto none = finish({bin, "run", "--lock-dir", scratch.locks, "--"});
+  CHECK(none.err == "apnea-locks run: no command given (apnea-locks run ... -- CMD [ARGS...], or -c COMMAND)\n" +
+                        try_help);
   auto help = finish({bin, "run", "--help"});
   CHECK(help.status == 0);
   CHECK(help.out.find("--nonblock") != std::string::npos);
@@ -437,6 +569,10 @@ TEST_CASE("without --, the command starts at the first word that is not an optio
 
 TEST_CASE("--json: acquired, started, exited and released, with the owner's pid and token") {
   Scratch scratch;
+  // -J is --json, as on the other commands.
+  auto short_form = finish(run_args(scratch, {"-J"}, {"sh", "-c", "exit 3"}));
+  CHECK(short_form.status == 3);
+  CHECK(events(short_form.err).size() == 4);
   auto done = finish(run_args(scratch, {"--json"}, {"sh", "-c", "exit 3"}));
   CHECK(done.status == 3);
   auto seen = events(done.err);
@@ -504,6 +640,8 @@ TEST_CASE("a stale lock: the dead holder and the one fix command, without Apnea'
   REQUIRE(seen.size() == 1);
   CHECK(str(seen[0].at("message")).find("Remove this lock directory manually") != std::string::npos);
   CHECK(seen[0].at("fix_argv").as_array().at(1) == "reclaim");
+  // A fix and no next step: null, never "".
+  CHECK(seen[0].at("next_step").is_null());
 }
 
 TEST_CASE("taking over a dead lock past the grace is one line on stderr, none with -q") {

@@ -13,6 +13,7 @@
 #include <future>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -410,7 +411,7 @@ TEST_CASE("status: an unsafe lock area is one prominent line and exit 3") {
                           ": mode 0777 has group/other bits\n");
 }
 
-TEST_CASE("status: usage errors exit 2 with one line") {
+TEST_CASE("status: usage errors exit 2 with util-linux's two lines") {
   TempDir root;
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"status", "--bogus"},
@@ -422,12 +423,14 @@ TEST_CASE("status: usage errors exit 2 with one line") {
            {"status", "--tolerance", "soon"},
            {"status", "--tolerance", "1.5"},
            {"status", "--guard-age", "30s"},
+           {"status", "--pid", "0"},
            {"status", "extra"}}) {
     CAPTURE(args.back());
     CommandResult result = tool_with_stderr(args);
     CHECK(result.status == 2);
     CHECK(result.out.starts_with("apnea-locks status: "));
-    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 1);
+    CHECK(std::count(result.out.begin(), result.out.end(), '\n') == 2);
+    CHECK(result.out.ends_with("\nTry 'apnea-locks status --help' for more information.\n"));
   }
   CHECK(tool({"status", "--help"}).status == 0);
 }
@@ -467,8 +470,61 @@ TEST_CASE("status: columns, raw lines, headings and truncation") {
   std::vector<std::string> rows;
   for (std::string row; std::getline(lines, row);) rows.push_back(row);
   std::sort(rows.begin(), rows.end());
-  // Spaces inside a value are escaped, so every line has exactly four fields; empty is "-".
-  CHECK(rows == std::vector<std::string>{"lock live - -", "lock live " + raw_escaped(spaced) + " -"});
+  // Spaces inside a value are escaped, so every line has exactly four fields; an empty one
+  // is nothing, as in lslocks --raw.
+  CHECK(rows == std::vector<std::string>{"lock live  ", "lock live " + raw_escaped(spaced) + " "});
+}
+
+TEST_CASE("status: lslocks' habits: -u is --notruncate, -H --list-columns, -p PID the entries naming PID") {
+  TempDir root;
+  const std::string area = root / "locks";
+  make_dir(area);
+  const std::string mine = fake_lock_name("mine");
+  const std::string dead = fake_lock_name("dead");
+  const std::string damaged = fake_lock_name("damaged");
+  make_entry(area, mine, owner_json(::getpid()));
+  const pid_t gone = dead_pid();
+  make_entry(area, dead, owner_json(gone));
+  // A malformed record (owner.json 0644) still names this process's pid.
+  make_entry(area, damaged, owner_json(::getpid()), 0700, 0644);
+
+  const CommandResult columns = tool({"status", "-H"});
+  CHECK(columns.status == 0);
+  CHECK(columns.out.find("next-step") != std::string::npos);
+  CHECK(columns.out == tool({"status", "--list-columns"}).out);
+
+  // Off a terminal nothing is shortened anyway (tests/terminal_test.cc shows -u there).
+  const CommandResult whole = status(area, {"-u", "-n", "-o", "name,state,pid"});
+  CHECK((whole.status == 0 || whole.status == 1));
+  CHECK(whole.out == status(area, {"--notruncate", "-n", "-o", "name,state,pid"}).out);
+
+  auto names = [&](std::vector<std::string> more) {
+    more.insert(more.end(), {"-n", "-o", "name"});
+    std::istringstream lines(status(area, more).out);
+    std::set<std::string> out;
+    for (std::string line; std::getline(lines, line);) out.insert(line);
+    return out;
+  };
+  const std::string self = std::to_string(::getpid());
+  CHECK(names({"-p", self}) == std::set<std::string>{mine, damaged});
+  CHECK(names({"--pid", std::to_string(gone)}) == std::set<std::string>{dead});
+  CHECK(names({"--pid=" + std::to_string(gone), "--state", "live"}).empty());
+  CHECK(names({"-p", "2147483647"}).empty());
+  // The filter applies to the JSON and to the exit status too.
+  const auto entries = entries_by_name(status_json(area, {"-p", self}));
+  CHECK(entries.size() == 2);
+  CHECK(entries.count(damaged) == 1);
+  CHECK(status(area, {"-p", "2147483647"}).status == 0);
+
+  for (const char* bad : {"0", "-1", "x", "2147483648", "1.0", " 7", "+7", "99999999999999999999999"}) {
+    CAPTURE(bad);
+    const CommandResult refused = tool_with_stderr({"status", "--lock-dir", area, "-p", bad});
+    CHECK(refused.status == 2);
+    CHECK(refused.out == "apnea-locks status: --pid '" + std::string(bad) +
+                             "': must be a whole number from 1 to 2147483647\n"
+                             "Try 'apnea-locks status --help' for more information.\n");
+  }
+  CHECK(tool_with_stderr({"status", "--lock-dir", area, "-p", ""}).status == 2);
 }
 
 TEST_CASE("status: filters and labels") {
@@ -611,5 +667,6 @@ TEST_CASE("path: Apnea's lock path for a repository or home") {
 
   CommandResult missing = tool_with_stderr({"path", "--repo", root / "nope"});
   CHECK(missing.status == 2);
-  CHECK(missing.out == "apnea-locks path: " + root / "nope" + ": ENOENT: no such file or directory\n");
+  CHECK(missing.out == "apnea-locks path: " + root / "nope" + ": ENOENT: no such file or directory\n"
+                       "Try 'apnea-locks path --help' for more information.\n");
 }

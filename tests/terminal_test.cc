@@ -202,15 +202,18 @@ TEST_CASE("status on an 80- and a 200-column terminal: no line wider, the footer
   CHECK(ascii.screen.find("...") != std::string::npos);
 }
 
-TEST_CASE("--notruncate and output that is not a terminal keep everything") {
+TEST_CASE("--notruncate (-u, as lslocks') and output that is not a terminal keep everything") {
   Incident incident;
-  const TerminalRun full = on_terminal(incident.status({"--notruncate"}), 80, incident.env());
-  CHECK(full.screen.find("Hidden") == std::string::npos);
-  CHECK(full.screen.find("\xe2\x80\xa6") == std::string::npos);
-  CHECK(full.screen.find("KEY") != std::string::npos);
-  bool wider = false;
-  for (const std::string& line : lines_of(full.screen)) wider = wider || columns_of(line) > 80;
-  CHECK(wider);  // the user asked for every column, wrapping or not
+  for (const char* flag : {"--notruncate", "-u"}) {
+    CAPTURE(flag);
+    const TerminalRun full = on_terminal(incident.status({flag}), 80, incident.env());
+    CHECK(full.screen.find("Hidden") == std::string::npos);
+    CHECK(full.screen.find("\xe2\x80\xa6") == std::string::npos);
+    CHECK(full.screen.find("KEY") != std::string::npos);
+    bool wider = false;
+    for (const std::string& line : lines_of(full.screen)) wider = wider || columns_of(line) > 80;
+    CHECK(wider);  // the user asked for every column, wrapping or not
+  }
   const CommandResult piped = run_command({bin(), "status", "--lock-dir", incident.area, "--scan", incident.code},
                                           "COLUMNS=80 HOME=" + shell_quote(incident.home) + " ");
   CHECK(piped.out.find("Hidden") == std::string::npos);

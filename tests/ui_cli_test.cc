@@ -84,6 +84,78 @@ TEST_CASE("help: one style everywhere, and help CMD prints exactly CMD --help") 
   CHECK(tool({"help", "status", "extra"}).status == 2);
 }
 
+TEST_CASE("usage errors: util-linux's two lines on every command and at the top level") {
+  auto try_line = [](const std::string& command) {
+    return "Try 'apnea-locks " + command + (command.empty() ? "" : " ") + "--help' for more information.\n";
+  };
+  for (const std::string command : commands) {
+    CAPTURE(command);
+    const CommandResult bad = tool_in(".", {command, "--bogus-option"}, "", true);
+    if (command == "check") {
+      // A plugin's first line stays a Nagios status line: the hint goes to standard error.
+      CHECK(bad.status == 3);
+      CHECK(tool({command, "--bogus-option"}).out ==
+            "APNEA-LOCKS UNKNOWN - usage: unrecognised option '--bogus-option'\n");
+      CHECK(bad.out == "APNEA-LOCKS UNKNOWN - usage: unrecognised option '--bogus-option'\n" + try_line(command));
+    } else {
+      CHECK(bad.status == 2);
+      CHECK(tool({command, "--bogus-option"}).out.empty());
+      CHECK(bad.out == "apnea-locks " + command + ": unrecognised option '--bogus-option'\n" + try_line(command));
+    }
+  }
+  // Usage errors found after parsing look the same.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> later = {
+      {{"status", "--json", "--raw"}, "apnea-locks status: --json and --raw exclude each other\n"},
+      {{"inspect", "some.lock", "--repo", "."}, "apnea-locks inspect: give one of LOCK, --repo PATH, --home PATH\n"},
+      {{"path", "--repo", ".", "--home", "."}, "apnea-locks path: give --repo PATH or --home PATH, not both\n"},
+      {{"reclaim", "--all", "--repo", "."}, "apnea-locks reclaim: --all names every entry: give no other target\n"},
+      {{"run", "--repo", ".", "--home", ".", "--", "true"}, "apnea-locks run: --repo and --home exclude each other\n"},
+      {{"check", "--output-file", "x"}, "APNEA-LOCKS UNKNOWN - usage: --output-file needs --prometheus\n"},
+  };
+  for (const auto& [args, first] : later) {
+    CAPTURE(args.front());
+    const CommandResult bad = tool_in(".", args, "", true);
+    CHECK(bad.status == (args.front() == "check" ? 3 : 2));
+    CHECK(bad.out == first + try_line(args.front()));
+  }
+  // The top level.
+  for (const auto& [args, first] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "apnea-locks: no command given\n"},
+           {{"bogus"}, "apnea-locks: unknown command 'bogus'\n"},
+           {{"help", "bogus"}, "apnea-locks: unknown command 'bogus'\n"},
+           {{"help", "status", "extra"}, "apnea-locks: help takes one COMMAND\n"}}) {
+    const CommandResult bad = tool_in(".", args, "", true);
+    CHECK(bad.status == 2);
+    CHECK(bad.out == first + try_line(""));
+  }
+}
+
+TEST_CASE("every command's help fits 80 columns, check's too, and wraps under each item's text") {
+  for (const char* command : commands) {
+    CAPTURE(command);
+    std::istringstream lines(tool({command, "--help"}).out);
+    for (std::string line; std::getline(lines, line);) {
+      CAPTURE(line);
+      CHECK(line.size() <= 80);
+    }
+  }
+  // check's statuses: each wraps under its text, as an option's description does.
+  const std::string help = tool({"check", "--help"}).out;
+  CHECK(help.find("\nA monitoring plugin (Nagios, Icinga, Naemon, Sensu, ...). Judges the lock area\nas 'apnea-locks status' does") != std::string::npos);
+  CHECK(help.find("\n  WARNING   anything else that needs a human: a dead owner Apnea will not\n"
+                  "            reclaim by itself,") != std::string::npos);
+  std::istringstream lines(help);
+  bool in_statuses = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  CRITICAL  ")) in_statuses = true;
+    if (line.empty()) in_statuses = false;
+    if (!in_statuses) continue;
+    CAPTURE(line);
+    CHECK((line.starts_with("  CRITICAL  ") || line.starts_with("  WARNING   ") ||
+           line.starts_with("  UNKNOWN   ") || (line.starts_with("            ") && line[12] != ' ')));
+  }
+}
+
 TEST_CASE("-V and --version on every command") {
   const std::string version = tool({"--version"}).out;
   REQUIRE(version.starts_with("apnea-locks "));

@@ -73,8 +73,8 @@ _apnea_locks()
     case $command in
         status)
             opts="-J --json -r --raw --format --output-file -o --output --output-all
-                  --list-columns -n --noheadings --notruncate --state --kind --repo
-                  --only-labelled --scan --scan-depth $timing --lock-dir --user
+                  -H --list-columns -n --noheadings -u --notruncate -p --pid --state --kind
+                  --repo --only-labelled --scan --scan-depth $timing --lock-dir --user
                   --all-users" ;;
         inspect)
             opts="--repo --home -J --json $timing --lock-dir --user" ;;
@@ -84,8 +84,8 @@ _apnea_locks()
             opts="--repo --home --all --force --dry-run -y --yes -J --json
                   --keep-tombstone --no-audit --not-owner $timing --user --lock-dir" ;;
         run)
-            opts="--repo --home --lock-dir -w --wait -n --nonblock -q --quiet --json
-                  --print-token" ;;
+            opts="--repo --home --lock-dir -w --wait -n --nonblock -E --conflict-exit-code
+                  -c --command -q --quiet -J --json --print-token" ;;
         check)
             opts="-v --verbose -w --warning -c --critical -t --timeout
                   --warn-age --crit-age --prometheus --output-file --foreign --repo --scan
@@ -100,7 +100,7 @@ _apnea_locks()
         for ((i = i + 1; i < cword; i++)); do
             case ${words[i]} in
                 --) break ;;
-                --repo|--home|--lock-dir|-w|--wait) ((i++)) ;;
+                --repo|--home|--lock-dir|-w|--wait|-E|--conflict-exit-code|-c|--command) ((i++)) ;;
                 -*) ;;
                 *) break ;;
             esac
@@ -138,7 +138,7 @@ _apnea_locks()
                 guard proof proof-name decision why next-step force clock-void lock-name
                 suffix type mtime"
             return 0 ;;
-        --tolerance|--guard-age|--jobs|--warn-age|--crit-age|--scan-depth|-w|--wait|--warning|-c|--critical|-t|--timeout)
+        --tolerance|--guard-age|--jobs|--warn-age|--crit-age|--scan-depth|-w|--wait|--warning|-c|--critical|-t|--timeout|-p|--pid|-E|--conflict-exit-code|--command)
             return 0 ;;
     esac
 

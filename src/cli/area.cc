@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
 #include <thread>
 #include <fmt/format.h>
 
@@ -321,12 +320,9 @@ void add_timing_options(po::options_description& options, TimingOptions& timing,
        guard_age_help.c_str())
       ("jobs",
        po::value<std::string>()->value_name("N")->notifier([&timing](const std::string& text) {
-         unsigned jobs = 0;
-         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), jobs);
-         if (error != std::errc() || end != text.data() + text.size() || jobs < 1 || jobs > max_jobs)
-           throw po::error(fmt::format("--jobs '{}': must be a whole number from 1 to {}",
-                                       printable(text), max_jobs));
-         timing.jobs = jobs;
+         auto jobs = parse_whole_number("--jobs", text, 1, max_jobs);
+         if (!jobs) throw po::error(jobs.error());
+         timing.jobs = static_cast<unsigned>(*jobs);
        }),
        "gather the entries with N threads (1 to 64; default: one per CPU)");
 }

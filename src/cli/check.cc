@@ -39,15 +39,16 @@ constexpr CommandHelp help{
     "  APNEA-LOCKS OK|WARNING|CRITICAL|UNKNOWN - SUMMARY | PERFDATA\n"
     "then one line per entry that needs a human, with the command that fixes it.\n"
     "Changes nothing.",
+    // Each status is one layout line (print_help wraps it under its text).
     "  CRITICAL  a malformed lock, a reclaim guard that is left over or blocks Apnea,\n"
-    "            an unsafe lock area, or a value outside a -c range\n"
+    "      an unsafe lock area, or a value outside a -c range\n"
     "  WARNING   anything else that needs a human: a dead owner Apnea will not\n"
-    "            reclaim by itself, debris (dead candidates and tombstones), or a\n"
-    "            value outside a -w range (by default, a lock older than 3600s, unless\n"
-    "            -w or -c gives a lock age: each may be given alone), or (--all-users)\n"
-    "            a foreign apnea-* entry (--foreign ok: not even that)\n"
+    "      reclaim by itself, debris (dead candidates and tombstones), or a value\n"
+    "      outside a -w range (by default, a lock older than 3600s, unless -w or -c\n"
+    "      gives a lock age: each may be given alone), or (--all-users) a foreign\n"
+    "      apnea-* entry (--foreign ok: not even that)\n"
     "  UNKNOWN   the lock area cannot be read, a --lock-dir, --repo or --scan path\n"
-    "            does not exist or is not a directory, -t expired, or a usage error\n\n"
+    "      does not exist or is not a directory, -t expired, or a usage error\n\n"
     "Thresholds only add alerts: what needs a human is never OK.\n\n"
     "RANGE is a Nagios range: N (alert outside 0..N), N: (below N), ~:N (above N), N:M\n"
     "(outside N..M), @N:M (inside N..M). -w/-c RANGE applies to the age of each lock in\n"
@@ -338,6 +339,14 @@ int unknown_line(std::string_view message) {
   print_line(unknown, message);
   std::fflush(stdout);
   return static_cast<int>(unknown);
+}
+
+/// A usage error: the UNKNOWN line ("usage: MESSAGE") on standard output, and util-linux's
+/// line naming the help (usage_hint) on standard error, where a plugin's output is not read.
+int usage_unknown(std::string_view message) {
+  const int status = unknown_line(fmt::format("usage: {}", message));
+  fmt::print(stderr, "{}\n", usage_hint(command_name));
+  return status;
 }
 
 /// From here on, anything can hang (a network filesystem, a stuck /proc read): -t ends it
@@ -632,7 +641,10 @@ void print_area(const Pass& pass, const LockArea& area, const CheckOptions& o, c
 /// check on the one area the options name.
 int check_one_area(System& system, const CheckOptions& o, const Thresholds& t) {
   auto opened = open_lock_area(system, o.area);
-  if (!opened) return unknown_line(opened.error().message);
+  if (!opened) {
+    if (opened.error().exit_status == exit_usage) return usage_unknown(opened.error().message);
+    return unknown_line(opened.error().message);
+  }
   const LockArea area = std::move(*opened);
   arm_check_timeout(o, area.directory);
   auto labels = build_labels(system, area, o.labels);
@@ -641,7 +653,7 @@ int check_one_area(System& system, const CheckOptions& o, const Thresholds& t) {
   // the very facts judged; otherwise only when the area has something to judge.
   auto settings = judging_settings(system, area, o.timing, false,
                                o.verbosity >= 3 ? HostRead::now : HostRead::when_needed);
-  if (!settings) return unknown_line("usage: " + settings.error());
+  if (!settings) return usage_unknown(settings.error());
 
   const Pass pass = judge_pass(system, area, o, t, *labels, *settings, nullptr);
   MetricsReport metrics = area_metrics(area.directory);
@@ -661,20 +673,19 @@ int check_main(System& system, const std::vector<std::string>& given) {
   auto [verbosity, args] = take_verbosity(given);
   o.verbosity = verbosity;
   auto parsed = try_parse_command_line(args, options);
-  if (!parsed)
-    return unknown_line(fmt::format("usage: {} (see 'apnea-locks check --help')", parsed.error()));
+  if (!parsed) return usage_unknown(parsed.error());
   if (auto done = standard_action(*parsed, help, options)) return *done;  // -h, -V
   auto thresholds = thresholds_of(o);
-  if (!thresholds) return unknown_line("usage: " + thresholds.error());
+  if (!thresholds) return usage_unknown(thresholds.error());
   if (!o.output_file.empty() && !o.prometheus)
-    return unknown_line("usage: --output-file needs --prometheus");
+    return usage_unknown("--output-file needs --prometheus");
   if (auto refused = sudo_refusal(system, o.output_file, typed_paths(o.area, o.labels)))
-    return unknown_line("usage: " + *refused);
+    return usage_unknown(*refused);
   if (o.foreign != "ok" && o.foreign != "warning")
-    return unknown_line(fmt::format("usage: --foreign '{}': must be ok or warning", printable(o.foreign)));
+    return usage_unknown(fmt::format("--foreign '{}': must be ok or warning", printable(o.foreign)));
   if (o.all_users) {
     if (auto refused = all_users_usage(system, o.area))
-      return unknown_line("usage: " + refused->message);
+      return usage_unknown(refused->message);
     return check_all_users(system, o, *thresholds);
   }
   return check_one_area(system, o, *thresholds);

@@ -305,16 +305,14 @@ std::expected<po::variables_map, int> parse_options(const std::vector<std::strin
   auto parsed = parse_command_line(help, args, options, &hidden, &positional);
   if (!parsed) return parsed;
   if (int(!o.lock.empty()) + int(!o.repo.empty()) + int(!o.home.empty()) > 1) {
-    print_error(command_name, "give one of LOCK, --repo PATH, --home PATH");
-    return std::unexpected(exit_usage);
+    return std::unexpected(usage_error(command_name, "give one of LOCK, --repo PATH, --home PATH"));
   }
   return parsed;
 }
 
 /// Prints `message` as inspect's error and returns `status`.
 std::unexpected<int> fail(int status, std::string_view message) {
-  print_error(command_name, message);
-  return std::unexpected(status);
+  return std::unexpected(command_error(command_name, status, message));
 }
 
 /// The area inspect looks at: --lock-dir or --user's, with each typed --repo and --home

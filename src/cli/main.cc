@@ -50,8 +50,7 @@ const CommandInfo* find_command(std::string_view name) {
 }
 
 int unknown_command(std::string_view name) {
-  fmt::print(stderr, "apnea-locks: unknown command '{}' (see 'apnea-locks --help')\n", printable(name));
-  return exit_usage;
+  return usage_error({}, fmt::format("unknown command '{}'", name));
 }
 
 }  // namespace
@@ -61,10 +60,7 @@ int unknown_command(std::string_view name) {
 int main(int argc, char** argv) {
   using namespace apnea_locks::cli;
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    usage(stderr);
-    return exit_usage;
-  }
+  if (args.empty()) return usage_error({}, "no command given");
   const std::string_view name = args.front();
   if (name == "-h" || name == "--help") {
     usage(stdout);
@@ -76,10 +72,7 @@ int main(int argc, char** argv) {
       return exit_ok;
     }
     // Exactly what COMMAND --help prints.
-    if (args.size() > 2) {
-      fmt::print(stderr, "apnea-locks: help takes one COMMAND (see 'apnea-locks --help')\n");
-      return exit_usage;
-    }
+    if (args.size() > 2) return usage_error({}, "help takes one COMMAND");
     const CommandInfo* command = find_command(args[1]);
     if (command == nullptr) return unknown_command(args[1]);
     return command->run({"--help"});

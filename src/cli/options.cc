@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <limits>
 #include <utility>
@@ -82,28 +83,56 @@ void print_option_lines(std::string& out, const po::options_description& options
   }
 }
 
-/// Paragraphs (separated by an empty line) refilled to help_width; a paragraph with an
-/// indented line is a layout of its own and keeps its lines (each wrapped on its own).
+/// Where the wrapped lines of an indented help line go on: under its text when it is a
+/// definition ("  TERM  text": after the two or more spaces that end the term), else two
+/// columns in from the line.
+std::size_t hanging_indent(std::string_view line) {
+  const std::size_t indent = line.find_first_not_of(' ');
+  const std::size_t term_end = line.find(' ', indent);
+  const std::size_t text = line.find_first_not_of(' ', term_end);
+  if (term_end != std::string_view::npos && text != std::string_view::npos && text - term_end >= 2)
+    return text;
+  return indent + 2;
+}
+
+/// Paragraphs (separated by an empty line) refilled to help_width. In a paragraph, lines
+/// that start in column 0 are prose, joined and refilled; an indented line is a layout
+/// line: it keeps its own line, the lines after it indented deeper are its continuation
+/// (joined to it), and it wraps at hanging_indent.
 std::string reflow(std::string_view text) {
   std::string out;
   while (!text.empty()) {
     const auto end = text.find("\n\n");
     const std::string_view paragraph = text.substr(0, end);
     text = end == std::string_view::npos ? std::string_view() : text.substr(end + 2);
-    bool layout = paragraph.starts_with(' ') || paragraph.find("\n ") != std::string_view::npos;
-    std::string joined;
+    std::string block;
+    std::string prose;
+    std::string layout;
+    std::size_t layout_indent = 0;
+    auto flush = [&] {
+      if (!prose.empty()) block += wrap(prose, help_width) + "\n";
+      if (!layout.empty()) block += wrap(layout, help_width, std::string(hanging_indent(layout), ' ')) + "\n";
+      prose.clear();
+      layout.clear();
+    };
     for (const std::string_view line : detail::split_parts(paragraph, '\n')) {
-      if (layout) {
-        const std::size_t indent = line.find_first_not_of(' ');
-        joined += wrap(line, help_width, std::string(indent == std::string_view::npos ? 0 : indent + 2, ' ')) + "\n";
+      const std::size_t indent = std::min(line.find_first_not_of(' '), line.size());
+      if (indent == 0) {
+        if (!layout.empty()) flush();
+        if (!prose.empty()) prose += ' ';
+        prose += line;
+      } else if (!layout.empty() && indent > layout_indent) {
+        layout += ' ';
+        layout += line.substr(indent);
       } else {
-        if (!joined.empty()) joined += ' ';
-        joined += line;
+        flush();
+        layout = line;
+        layout_indent = indent;
       }
     }
-    if (!layout) joined = wrap(joined, help_width) + "\n";
+    flush();
     if (!out.empty()) out += "\n";
-    out += joined;
+    out += block;
   }
   return out;
 }
@@ -235,10 +264,7 @@ std::expected<po::variables_map, int> parse_command_line(
     const po::options_description& options, const po::options_description* hidden,
     const po::positional_options_description* positional) {
   auto values = try_parse_command_line(args, options, hidden, positional);
-  if (!values) {
-    print_error(help.name, fmt::format("{} (see 'apnea-locks {} --help')", values.error(), help.name));
-    return std::unexpected(exit_usage);
-  }
+  if (!values) return std::unexpected(usage_error(help.name, values.error()));
   if (auto done = standard_action(*values, help, options)) return std::unexpected(*done);
   return std::move(*values);
 }
@@ -257,13 +283,32 @@ std::expected<po::variables_map, int> parse_command_line(
 void print_error(std::string_view command, std::string_view message) {
   std::fflush(stdout);
   // Messages carry paths and values from the environment and the disk: escaped, one line.
-  fmt::print(stderr, "apnea-locks {}: {}\n", command, printable(message));
+  if (command.empty()) fmt::print(stderr, "apnea-locks: {}\n", printable(message));
+  else fmt::print(stderr, "apnea-locks {}: {}\n", command, printable(message));
+}
+
+std::string usage_hint(std::string_view command) {
+  if (command.empty()) return "Try 'apnea-locks --help' for more information.";
+  return fmt::format("Try 'apnea-locks {} --help' for more information.", command);
+}
+
+int usage_error(std::string_view command, std::string_view message) {
+  print_error(command, message);
+  fmt::print(stderr, "{}\n", usage_hint(command));
+  return exit_usage;
+}
+
+int command_error(std::string_view command, int status, std::string_view message) {
+  if (status == exit_usage) return usage_error(command, message);
+  print_error(command, message);
+  return status;
 }
 
 std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
                                                         std::string_view text,
                                                         std::int64_t min_ns,
-                                                        std::int64_t max_ns) {
+                                                        std::int64_t max_ns,
+                                                        Fractions fractions) {
   const std::string range =
       fmt::format("must be between {} and {}", duration_text(min_ns), duration_text(max_ns));
   auto fail = [&](std::string_view why) {
@@ -282,8 +327,21 @@ std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
     if (unit_ns != 0) digits.remove_suffix(1);
     else unit_ns = ns_per_second;
   }
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return fail("not a duration (digits with an optional unit s, m, h or d: 90s, 5m, 2h, 1d); ");
+  // The fraction, after the one '.' (only where allowed): digits on both sides of it.
+  std::string_view fraction;
+  if (const auto dot = digits.find('.'); fractions == Fractions::allowed && dot != std::string_view::npos) {
+    fraction = digits.substr(dot + 1);
+    digits = digits.substr(0, dot);
+    if (fraction.empty()) digits = {};  // "5." is not a duration
+  }
+  auto all_digits = [](std::string_view part) {
+    return std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (digits.empty() || !all_digits(digits) || !all_digits(fraction))
+    return fail(fractions == Fractions::allowed
+                    ? "not a duration (digits, with an optional fraction and unit s, m, h or d: "
+                      "0.5, 1.5s, 90s, 5m, 2h, 1d); "
+                    : "not a duration (digits with an optional unit s, m, h or d: 90s, 5m, 2h, 1d); ");
   // Saturates instead of overflowing: any value past the limit is out of every range.
   constexpr std::int64_t limit = std::numeric_limits<std::int64_t>::max();
   std::int64_t count = 0;
@@ -296,14 +354,33 @@ std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
     }
     count = count * 10 + digit;
   }
-  if (huge || count > limit / unit_ns) return fail("");
-  const std::int64_t ns = count * unit_ns;
+  // The fraction in nanoseconds of the unit: its first 9 digits (every unit is whole
+  // seconds, so nothing finer than a nanosecond is lost), times the unit's seconds.
+  std::int64_t billionths = 0;
+  for (std::size_t i = 0; i < 9; ++i) billionths = billionths * 10 + (i < fraction.size() ? fraction[i] - '0' : 0);
+  const std::int64_t fraction_ns = billionths * (unit_ns / ns_per_second);
+  if (huge || count > (limit - fraction_ns) / unit_ns) return fail("");
+  const std::int64_t ns = count * unit_ns + fraction_ns;
   if (ns < min_ns || ns > max_ns) return fail("");
   return ns;
 }
 
-std::string duration_help(DurationRange range) {
-  return fmt::format(" (DURATION: N[s|m|h|d], {} to {})", duration_text(range.min_ns),
+std::expected<std::int64_t, std::string> parse_whole_number(std::string_view option,
+                                                            std::string_view text,
+                                                            std::int64_t min, std::int64_t max) {
+  std::uint64_t value = 0;
+  const char* const end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end ||
+      value < static_cast<std::uint64_t>(min) || value > static_cast<std::uint64_t>(max))
+    return std::unexpected(fmt::format("{} '{}': must be a whole number from {} to {}", option,
+                                       printable(text), min, max));
+  return static_cast<std::int64_t>(value);
+}
+
+std::string duration_help(DurationRange range, Fractions fractions) {
+  return fmt::format(" (DURATION: N{}[s|m|h|d], {} to {})",
+                     fractions == Fractions::allowed ? "[.N]" : "", duration_text(range.min_ns),
                      duration_text(range.max_ns));
 }
 

@@ -62,8 +62,8 @@ std::optional<int> standard_action(const po::variables_map& values, const Comman
                                    const po::options_description& options);
 
 /// Parses `args` for `help.name` (try_parse_command_line, then standard_action): the
-/// values; or, after --help or --version, exit_ok; or, after one line on standard error
-/// ("apnea-locks CMD: ... (see 'apnea-locks CMD --help')"), exit_usage.
+/// values; or, after --help or --version, exit_ok; or, after usage_error's two lines,
+/// exit_usage.
 std::expected<po::variables_map, int> parse_command_line(
     const CommandHelp& help, const std::vector<std::string>& args,
     const po::options_description& options, const po::options_description* hidden = nullptr,
@@ -83,8 +83,22 @@ std::expected<po::variables_map, int> parse_command_line(
 std::expected<void, std::string> no_empty_value(const po::variables_map& values,
                                                 const po::options_description& visible);
 
-/// Prints "apnea-locks COMMAND: MESSAGE" on standard error (the message escaped).
+/// Prints "apnea-locks COMMAND: MESSAGE" on standard error (the message escaped; without a
+/// COMMAND, "apnea-locks: MESSAGE").
 void print_error(std::string_view command, std::string_view message);
+
+/// The line util-linux's tools print after a usage error, naming the help to read:
+/// "Try 'apnea-locks COMMAND --help' for more information." ("apnea-locks --help" without
+/// a COMMAND).
+std::string usage_hint(std::string_view command);
+
+/// A usage error in util-linux's style, the one every command uses: print_error's line,
+/// then usage_hint's, on standard error. Returns exit_usage.
+int usage_error(std::string_view command, std::string_view message);
+
+/// A failure with exit status `status`: usage_error when it is exit_usage, else
+/// print_error's line alone. Returns `status`.
+int command_error(std::string_view command, int status, std::string_view message);
 
 /// The range a duration option must be in (inclusive), in nanoseconds.
 struct DurationRange {
@@ -98,15 +112,28 @@ inline constexpr DurationRange guard_age_range{ns_per_minute, 30 * ns_per_day};
 inline constexpr DurationRange lock_age_range{ns_per_second, 365 * ns_per_day};  ///< --warn-age, --crit-age
 inline constexpr DurationRange wait_range{0, 30 * ns_per_day};                   ///< run --wait
 
+/// Whether a duration may have a fraction ("0.5", "1.5m"): only run's --wait, as flock's -w.
+enum class Fractions { refused, allowed };
+
 /// Parses the value of a duration option: exactly `[0-9]+[smhd]?` (a bare number is
-/// seconds), in nanoseconds, checked against [min_ns, max_ns]. Anything else (`1e3`,
-/// `0x10`, ` 5`, `inf`, `-1`, `+5`, empty, a number too large for any range) is a message
-/// naming `option` (e.g. "--guard-age"), the escaped value and the range:
-/// "--guard-age '0': must be between 1m and 30d".
+/// seconds), or with Fractions::allowed `[0-9]+(\.[0-9]+)?[smhd]?` (digits past the
+/// nanosecond are dropped), in nanoseconds, checked against [min_ns, max_ns]. Anything else
+/// (`1e3`, `0x10`, ` 5`, `inf`, `nan`, `-1`, `+5`, `.5`, empty, a number too large for any
+/// range) is a message naming `option` (e.g. "--guard-age"), the escaped value and the
+/// range: "--guard-age '0': must be between 1m and 30d".
 std::expected<std::int64_t, std::string> parse_duration(std::string_view option,
                                                         std::string_view text,
                                                         std::int64_t min_ns,
-                                                        std::int64_t max_ns);
+                                                        std::int64_t max_ns,
+                                                        Fractions fractions = Fractions::refused);
+
+/// Parses the value of an option that is a whole number: exactly decimal digits, in
+/// [min, max] (min >= 0). Anything else (`-1`, `+5`, ` 5`, `0x10`, `1.0`, empty, a number
+/// past max) is a message naming `option`, the escaped value and the range:
+/// "--jobs '0': must be a whole number from 1 to 64".
+std::expected<std::int64_t, std::string> parse_whole_number(std::string_view option,
+                                                            std::string_view text,
+                                                            std::int64_t min, std::int64_t max);
 
 /// The value of a `--NAME DURATION` option for an options table: parse_duration(`option`,
 /// ..., `range`) runs when the command line is notified (defaults too); a bad value is a
@@ -117,8 +144,9 @@ po::typed_value<std::string>* duration_value(std::string option, DurationRange r
 po::typed_value<std::string>* duration_value(std::string option, DurationRange range,
                                              std::int64_t& ns);
 
-/// " (DURATION: N[s|m|h|d], MIN to MAX)": appended to a duration option's help.
-std::string duration_help(DurationRange range);
+/// " (DURATION: N[s|m|h|d], MIN to MAX)" (" N[.N][s|m|h|d]" with Fractions::allowed):
+/// appended to a duration option's help.
+std::string duration_help(DurationRange range, Fractions fractions = Fractions::refused);
 
 /// Splits comma-separated values of a repeatable option ("a,b" "c" -> a b c).
 std::vector<std::string> split_list(const std::vector<std::string>& values);

@@ -40,24 +40,19 @@ int path_command(const std::vector<std::string>& args) {
   auto parsed = parse_command_line(help, args, options);
   if (!parsed) return parsed.error();
   if (!repo.empty() && !home.empty()) {
-    print_error(command_name, "give --repo PATH or --home PATH, not both");
-    return exit_usage;
+    return usage_error(command_name, "give --repo PATH or --home PATH, not both");
   }
 
   System& system = real_system();
   auto opened = open_lock_area(system, area_options);
-  if (!opened) {
-    print_error(command_name, opened.error().message);
-    return opened.error().exit_status;
-  }
+  if (!opened) return command_error(command_name, opened.error().exit_status, opened.error().message);
   const LockArea& area = *opened;
   const bool global = !home.empty();
   const std::string target = global ? home : (repo.empty() ? "." : repo);
   auto lock = locate_lock(system, area.directory,
                           global ? LockKind::global_setup : LockKind::repository, target);
   if (!lock) {
-    print_error(command_name, fmt::format("{}: {}", target, errno_text(lock.error())));
-    return exit_usage;
+    return usage_error(command_name, fmt::format("{}: {}", target, errno_text(lock.error())));
   }
   if (json) {
     JsonWriter writer(stdout);

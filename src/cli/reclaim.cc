@@ -336,8 +336,7 @@ struct Request {
 
 /// Prints `message` as reclaim's error and returns `status`.
 std::unexpected<int> fail(int status, std::string_view message) {
-  print_error(command_name, message);
-  return std::unexpected(status);
+  return std::unexpected(command_error(command_name, status, message));
 }
 
 /// Parses reclaim's command line into `o`; the exit status when it should stop (help,

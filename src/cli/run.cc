@@ -57,12 +57,16 @@ using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
 /// Exit statuses of `run` besides the command's own (documented in docs/run.md).
-constexpr int exit_locked = 75;           ///< held by a live owner (EX_TEMPFAIL), or raced
-constexpr int exit_stale = 76;            ///< stale or malformed lock: a human must act
+constexpr int exit_locked = 75;  ///< held by a live owner (EX_TEMPFAIL), or raced; -E's N instead
+constexpr int exit_stale = 76;   ///< stale or malformed lock: a human must act
 
 /// The first delay of a wait (Apnea's 25 ms) and the ceiling of the --wait back-off.
 constexpr nanoseconds first_delay = std::chrono::milliseconds(25);
 constexpr nanoseconds longest_delay = std::chrono::milliseconds(500);
+
+/// The shell `-c COMMAND` runs in (flock's _PATH_BSHELL; not $SHELL, so a crontab line means
+/// the same under any login shell).
+constexpr const char* command_shell = "/bin/sh";
 
 /// The signals `run` forwards to its command.
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -72,6 +76,7 @@ struct RunOptions {
   std::optional<std::string> home;
   std::optional<std::string> lock_dir;
   std::optional<nanoseconds> wait;
+  int conflict_exit = exit_locked;  ///< -E: the exit status of a conflict (a live owner)
   bool nonblock = false;
   bool json = false;
   bool print_token = false;
@@ -99,26 +104,33 @@ po::options_description option_table() {
        "the lock directory (default: Apnea's, from TMPDIR); created 0700 if absent (never its "
        "parents), else it must be a directory of ours with no group/other bits")
       ("wait,w", po::value<std::string>()->value_name("DURATION"),
-       ("wait up to DURATION (90s, 2m, 1h; 0 tries once) for a live owner" +
-        duration_help(wait_range)).c_str())
+       ("wait up to DURATION (0.5, 90s, 2m, 1h; 0 tries once) for a live owner" +
+        duration_help(wait_range, Fractions::allowed)).c_str())
       ("nonblock,n", "never wait, not even for the global setup lock")
-      ("json", "print an event stream (JSON lines) on standard error")
+      ("conflict-exit-code,E", po::value<std::string>()->value_name("N"),
+       "the exit status when a live owner holds the lock and run gives up (0 to 255; "
+       "default: 75)")
+      ("command,c", po::value<std::string>()->value_name("COMMAND"),
+       "run COMMAND with /bin/sh -c (as flock -c), instead of CMD [ARGS...]")
+      ("json,J", "print an event stream (JSON lines) on standard error")
       ("print-token", "print the held owner (lock path, pid, token) on standard error")
       ("quiet,q", "no informational lines (a takeover of a dead lock, waiting for a live "
-       "one); refusals and errors still print");
+       "one), and nothing for a conflict (as flock -q): only the exit status says it; "
+       "other refusals and errors still print");
   // clang-format on
   return options;
 }
 
 constexpr CommandHelp help{
     "run",
-    "run [options] [--repo PATH | --home PATH] [--] CMD [ARGS...]",
+    "run [options] [--repo PATH | --home PATH] [--] CMD [ARGS...]\n"
+    "run [options] [--repo PATH | --home PATH] -c COMMAND",
     "Holds the Apnea lock of a repository (or the global setup lock) while CMD runs.",
-    "Exit status: CMD's own (128+N when killed by signal N); 75 the lock is held by a\n"
-    "live owner; 76 the lock is stale or malformed (run 'apnea-locks reclaim'); 126 CMD\n"
-    "could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock area, a --repo,\n"
-    "--home or --lock-dir that does not exist, or another error. See apnea-locks(1)\n"
-    "and " APNEA_LOCKS_DOC_DIR "/run.md."};
+    "Exit status: CMD's own (128+N when killed by signal N); 75 (or -E's N) the lock is\n"
+    "held by a live owner; 76 the lock is stale or malformed (run 'apnea-locks\n"
+    "reclaim'); 126 CMD could not be executed; 127 CMD not found; 2 usage; 3 unsafe lock\n"
+    "area, a --repo, --home or --lock-dir that does not exist, or another error. See\n"
+    "apnea-locks(1) and " APNEA_LOCKS_DOC_DIR "/run.md."};
 
 /// Whether `word` is an option of the table that takes the next word as its value ("--repo",
 /// "-w"), for finding where the command starts when there is no "--".
@@ -181,16 +193,27 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   options.quiet = values.count("quiet") > 0;
   if (values.count("wait")) {
     auto wait = parse_duration("--wait", values["wait"].as<std::string>(), wait_range.min_ns,
-                               wait_range.max_ns);
+                               wait_range.max_ns, Fractions::allowed);
     if (!wait) return std::unexpected(wait.error());
     options.wait = nanoseconds(*wait);
+  }
+  if (values.count("conflict-exit-code")) {
+    auto code = parse_whole_number("--conflict-exit-code",
+                                   values["conflict-exit-code"].as<std::string>(), 0, 255);
+    if (!code) return std::unexpected(code.error());
+    options.conflict_exit = static_cast<int>(*code);
   }
   if (options.repo && options.home) return std::unexpected("--repo and --home exclude each other");
   if (options.wait && options.nonblock)
     return std::unexpected("--wait and --nonblock exclude each other");
   options.command.assign(args.begin() + static_cast<long>(command_start), args.end());
+  if (values.count("command")) {
+    if (!options.command.empty())
+      return std::unexpected("-c COMMAND and CMD [ARGS...] exclude each other (give one)");
+    options.command = {command_shell, "-c", values["command"].as<std::string>()};
+  }
   if (options.command.empty())
-    return std::unexpected("no command given (apnea-locks run ... -- CMD [ARGS...])");
+    return std::unexpected("no command given (apnea-locks run ... -- CMD [ARGS...], or -c COMMAND)");
   return options;
 }
 
@@ -436,7 +459,7 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
     return exit_unsafe;
   }
   const bool locked = error.is(LockedReason::live) || error.is(LockedReason::raced);
-  const int status = locked ? exit_locked : exit_stale;
+  const int status = locked ? options.conflict_exit : exit_stale;
   const RunFix fix =
       target != nullptr && !error.is(LockedReason::raced) ? fix_for(options, *target) : RunFix{};
   json::object event = error_event(error, status);
@@ -447,10 +470,13 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
     for (const std::string& word : fix.argv) argv.emplace_back(word);
     event["fix_argv"] = fix.argv.empty() ? json::value(nullptr) : json::value(std::move(argv));
     event["why"] = fix.why;
-    event["next_step"] = fix.next_step;
+    event["next_step"] = fix.next_step.empty() ? json::value(nullptr) : json::value(fix.next_step);
   }
   if (!fix.holder.empty()) event["holder"] = fix.holder;
   out.event(std::move(event));
+  // -q: a conflict prints nothing, as flock -q's does (cron mails whatever is printed); the
+  // exit status says it. A stale or malformed lock needs a human: that still prints.
+  if (locked && options.quiet) return status;
   const std::string waited =
       options.wait ? fmt::format("still held after waiting {}", duration_text(*options.wait)) : "";
   if (described) {
@@ -1042,10 +1068,7 @@ int run_holding(HeldLock& held, const LockTarget& target, const RunOptions& opti
 
 int run_command(const std::vector<std::string>& args) {
   auto parsed = parse_options(args);
-  if (!parsed) {
-    fmt::print(stderr, "apnea-locks run: {}\nSee 'apnea-locks run --help'.\n", printable(parsed.error()));
-    return exit_usage;
-  }
+  if (!parsed) return usage_error(help.name, parsed.error());
   const RunOptions& options = *parsed;
   if (options.help) {
     print_help(stdout, help, option_table());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -68,6 +69,7 @@ struct StatusOptions {
   std::string output;
   std::string format;
   std::string output_file;
+  std::string pid;  ///< -p/--pid, as given
   std::vector<std::string> states;
   std::vector<std::string> kinds;
   std::vector<std::string> lock_paths;
@@ -75,18 +77,31 @@ struct StatusOptions {
 
 enum class Format { table, raw, json, prometheus };
 
+/// The largest pid -p takes: 2^31-1, the largest an owner record can name (named_pids).
+constexpr std::int64_t max_named_pid = 2147483647;
+
 /// Which entries are shown.
 struct Filter {
   std::set<EntryState> states;
   std::set<LockKind> kinds;
   std::set<std::string> locks;  ///< lock names of --repo and LOCKPATH; empty: every entry
+  std::optional<double> pid;    ///< -p: only entries whose owner record names this pid
   bool only_labelled = false;
 
   bool accepts(const EntryView& entry) const {
     if (!states.empty() && states.count(entry.verdict.state) == 0) return false;
     if (!kinds.empty() && kinds.count(entry.facts.parsed.kind) == 0) return false;
     if (!locks.empty() && locks.count(entry.facts.parsed.lock_name()) == 0) return false;
+    if (pid && !names_pid(entry.facts, *pid)) return false;
     return !only_labelled || entry.label != nullptr;
+  }
+
+  /// Whether the owner record names `pid`: the accepted owner's, or any pid a malformed
+  /// record names (EntryFacts::named, the pids the never-live rule probes).
+  static bool names_pid(const EntryFacts& facts, double pid) {
+    if (facts.owner && facts.owner->owner && facts.owner->owner->pid == pid) return true;
+    return std::any_of(facts.named.begin(), facts.named.end(),
+                       [pid](const auto& named) { return named.first == pid; });
   }
 };
 
@@ -372,10 +387,12 @@ po::options_description describe(StatusOptions& o) {
       ("output,o", po::value(&o.output)->value_name("COLUMNS"),
        "columns to show, comma-separated; +COL,... adds to the defaults; 'help' lists them")
       ("output-all", po::bool_switch(&o.output_all), "show every column")
-      ("list-columns", po::bool_switch(&o.list_columns), "list the columns with descriptions and exit")
+      ("list-columns,H", po::bool_switch(&o.list_columns), "list the columns with descriptions and exit")
       ("noheadings,n", po::bool_switch(&o.noheadings), "no header line, hints or footer")
-      ("notruncate", po::bool_switch(&o.notruncate),
+      ("notruncate,u", po::bool_switch(&o.notruncate),
        "do not fit the table to the terminal: every column, nothing shortened")
+      ("pid,p", po::value(&o.pid)->value_name("PID"),
+       "only entries whose owner record names PID (1 to 2147483647)")
       ("state", po::value(&o.states)->composing()->value_name("STATE,..."),
        "only these states: live, stale, malformed, live-malformed, free, in-flight, debris, "
        "leftover, unknown")
@@ -406,6 +423,11 @@ std::expected<Filter, std::string> make_filter(const StatusOptions& o) {
       if (kind_name(k) == name) kind = k;
     if (!kind) return std::unexpected(fmt::format("unknown kind '{}' (repository, global-setup, unknown)", name));
     filter.kinds.insert(*kind);
+  }
+  if (!o.pid.empty()) {
+    auto pid = parse_whole_number("--pid", o.pid, 1, max_named_pid);
+    if (!pid) return std::unexpected(pid.error());
+    filter.pid = static_cast<double>(*pid);
   }
   return filter;
 }
@@ -638,12 +660,6 @@ std::expected<Presentation, std::string> presentation_of(const StatusOptions& o)
   return shown;
 }
 
-/// Prints a usage message; the exit status of a usage error.
-int usage_error(std::string_view message) {
-  print_error(help.name, message);
-  return exit_usage;
-}
-
 /// The area status surveys, with its labels and its survey settings.
 struct StatusArea {
   LockArea area;
@@ -656,13 +672,11 @@ struct StatusArea {
 std::expected<StatusArea, int> open_status_area(System& system, const StatusOptions& o,
                                                 Filter& filter) {
   auto opened = open_lock_area(system, o.area);
-  if (!opened) {
-    print_error(help.name, opened.error().message);
-    return std::unexpected(opened.error().exit_status);
-  }
+  if (!opened)
+    return std::unexpected(command_error(help.name, opened.error().exit_status, opened.error().message));
   LockArea area = std::move(*opened);
   auto lock_names = lock_path_filter(system, o, area);
-  if (!lock_names) return std::unexpected(usage_error(lock_names.error()));
+  if (!lock_names) return std::unexpected(usage_error(help.name, lock_names.error()));
 
   // Labels: the current directory and its ancestors, the home, each --repo and --scan.
   auto labels = build_labels(system, area, o.labels);
@@ -673,7 +687,7 @@ std::expected<StatusArea, int> open_status_area(System& system, const StatusOpti
   filter.locks = labels->repo_locks;
   filter.locks.insert(lock_names->begin(), lock_names->end());
   auto settings = judging_settings(system, area, o.timing, false, HostRead::when_needed);
-  if (!settings) return std::unexpected(usage_error(settings.error()));
+  if (!settings) return std::unexpected(usage_error(help.name, settings.error()));
   return StatusArea{std::move(area), std::move(*labels), std::move(*settings)};
 }
 
@@ -743,20 +757,20 @@ int status_command(const std::vector<std::string>& args) {
     return exit_ok;
   }
   auto shown = presentation_of(o);
-  if (!shown) return usage_error(shown.error());
+  if (!shown) return usage_error(help.name, shown.error());
   auto filter = make_filter(o);
-  if (!filter) return usage_error(filter.error());
+  if (!filter) return usage_error(help.name, filter.error());
 
   System& system = real_system();
   if (auto refused = sudo_refusal(system, o.output_file, typed_paths(o.area, o.labels, o.lock_paths)))
-    return usage_error(*refused);
+    return usage_error(help.name, *refused);
   auto terminal = [&] {
     if (shown->format != Format::table) return Terminal{};
     return terminal_view(system, colour_mode(*parsed), o.notruncate);
   };
   if (o.all_users) {
     if (auto refused = all_users_usage(system, o.area, o.lock_paths.empty() ? "" : "a LOCKPATH"))
-      return usage_error(refused->message);
+      return usage_error(help.name, refused->message);
     return status_all_users(o, *shown, *filter, terminal());
   }
   auto opened = open_status_area(system, o, *filter);

@@ -167,7 +167,6 @@ void Table::print(std::FILE* out, bool headings, std::size_t width, std::string_
 }
 
 std::string raw_cell(std::string_view text) {
-  if (text.empty()) return "-";
   std::string out;
   for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);

@@ -62,7 +62,7 @@ class Table {
 };
 
 /// A cell for raw output: space, backslash and control characters as `\xNN` (util-linux
-/// style) so a line splits on spaces; an empty cell is "-".
+/// style) so a line splits on spaces; an empty cell is nothing, as in lslocks --raw.
 std::string raw_cell(std::string_view text);
 
 /// Writes one raw line: cells separated by one space, each escaped by raw_cell.
