@@ -15,6 +15,7 @@
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
 #include "apnea_locks/owner.h"
+#include "apnea_locks/policy.h"
 #include "apnea_locks/scan.h"
 #include "apnea_locks/survey.h"
 #include "cli/apnea_message.h"
@@ -67,11 +68,11 @@ struct Explained {
 
   bool gone() const { return judged && !judged->facts.stat; }
   bool needs_attention() const { return judged && judged->verdict.needs_attention; }
-  /// The one next command: the fix, else the policy's next step.
+  /// The one next command: the fix, else the policy's next step (`next`, set by
+  /// judge_entries).
   std::string next_step() const {
-    if (area || !judged) return next;
-    if (!judged->decision.fix.empty()) return judged->decision.fix.command;
-    return judged->decision.next_step;
+    if (judged && !judged->decision.fix.empty()) return judged->decision.fix.command;
+    return next;
   }
 };
 
@@ -295,6 +296,15 @@ void judge_entries(System& system, const ExplainOptions& given, Explanation& ex,
       entry.judged->facts.path = path;
     }
     const EntryFacts& facts = entry.judged->facts;
+    // No flag removes it now: the next step is the policy's, and where it only says that
+    // --force is needed, --force's own (what still blocks it, with --not-owner words).
+    const Decision& decision = entry.judged->decision;
+    entry.next = decision.next_step;
+    if (decision.fix.empty() && decision.action == PlanAction::refuse && !settings->flags.force) {
+      const Decision forced = decide(facts, entry.judged->verdict, RemovalFlags{true, settings->flags.guard_age},
+                                     settings->judge.now_ns);
+      if (forced.action == PlanAction::refuse && !forced.next_step.empty()) entry.next = forced.next_step;
+    }
     if (facts.owner && facts.owner->owner && !ex.pasted.pids.empty()) {
       const std::string pid = pid_text(facts.owner->owner->pid);
       if (std::find(ex.pasted.pids.begin(), ex.pasted.pids.end(), pid) == ex.pasted.pids.end())
