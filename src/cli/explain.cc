@@ -365,7 +365,7 @@ Explanation explain(System& system, const ExplainOptions& o, const std::string& 
                  "paste Apnea's whole message (it names the lock's path)";
     ex.status = exit_nothing_found;
   } else if (!judged) {
-    ex.problem = "no path of the text could be judged (each is named above with why)";
+    ex.problem = "no path of the text could be judged (each entry says why)";
     ex.status = exit_nothing_found;
   }
   return ex;
