@@ -88,7 +88,7 @@ TEST_CASE("the schema file: every $ref resolves, every keyword is one the valida
       CHECK(problem.find("no schema at") == std::string::npos);
   }
   // A null is not an object: the definitions of documents refuse it, with no keyword errors.
-  for (const char* document : {"status", "inspect", "path", "reclaim", "run_event"}) {
+  for (const char* document : {"status", "inspect", "explain", "path", "reclaim", "run_event"}) {
     CAPTURE(document);
     const auto problems = apnea_locks_schema().validate(nullptr, std::string("#/$defs/") + document);
     CHECK(!problems.empty());

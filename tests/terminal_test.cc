@@ -262,7 +262,7 @@ TEST_CASE("a terminal that reports no width: COLUMNS, else 80") {
 }
 
 TEST_CASE("help and -o help fit 80 columns on a terminal") {
-  for (const char* command : {"status", "inspect", "path", "reclaim", "run", "check"}) {
+  for (const char* command : {"status", "inspect", "explain", "path", "reclaim", "run", "check"}) {
     CAPTURE(command);
     const TerminalRun run = on_terminal({command, "--help"}, 80, {{"TERM", "xterm"}});
     CHECK(run.status == 0);

@@ -29,7 +29,7 @@ namespace {
 
 std::string bin() { return test_env("APNEA_LOCKS_BIN"); }
 
-constexpr const char* commands[] = {"status", "inspect", "path", "reclaim", "run", "check"};
+constexpr const char* commands[] = {"status", "inspect", "explain", "path", "reclaim", "run", "check"};
 
 /// Runs the binary in `directory` with `env` ("NAME=value " words), stderr folded in.
 CommandResult tool_in(const std::string& directory, std::vector<std::string> args,

@@ -47,7 +47,7 @@ _apnea_locks()
     cword=$COMP_CWORD
     COMPREPLY=()
 
-    local commands="status inspect path reclaim run check"
+    local commands="status inspect explain path reclaim run check"
     local command="" i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -78,6 +78,8 @@ _apnea_locks()
                   --all-users" ;;
         inspect)
             opts="--repo --home -J --json $timing --lock-dir --user" ;;
+        explain)
+            opts="-J --json $timing --user" ;;
         path)
             opts="--repo --home -J --json --lock-dir --user" ;;
         reclaim)
@@ -152,7 +154,7 @@ _apnea_locks()
         return 0
     fi
     case $command in
-        status|inspect|reclaim) _apnea_locks_entries "$cur" ;;
+        status|inspect|reclaim|explain) _apnea_locks_entries "$cur" ;;
         run) COMPREPLY=($(compgen -c -- "$cur" | sort -u)) ;;
     esac
     return 0

@@ -34,6 +34,9 @@ struct CommandInfo {
 int status_command(const std::vector<std::string>& args);
 /// `inspect`: everything known about one lock (src/cli/inspect.cc).
 int inspect_command(const std::vector<std::string>& args);
+/// `explain`: Apnea's message read, each entry it names judged, the next step
+/// (src/cli/explain.cc).
+int explain_command(const std::vector<std::string>& args);
 /// `path`: the lock path Apnea uses for a repository or home (src/cli/path.cc).
 int path_command(const std::vector<std::string>& args);
 /// `check`: a Nagios/Icinga monitoring plugin over the lock area (src/cli/check.cc).

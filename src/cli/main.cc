@@ -16,6 +16,7 @@ const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> table = {
       {"status", status_command, "list every lock of the area and what to do about it"},
       {"inspect", inspect_command, "everything known about one lock"},
+      {"explain", explain_command, "read Apnea's message: what it meant, its locks judged, the next step"},
       {"path", path_command, "print the lock path Apnea uses for a repository or home"},
       {"reclaim", reclaim_command, "remove dead locks (and, with --force, debris) safely"},
       {"run", run_command, "hold an Apnea lock while a command runs"},
