@@ -108,16 +108,15 @@ std::expected<std::string, int> read_standard_input(System& system) {
     const std::size_t n = std::fread(buffer, 1, sizeof buffer, stdin);
     text.append(buffer, n);
     if (text.size() > max_pasted_bytes) {
-      print_error(command_name, fmt::format("standard input is larger than {} KiB: paste Apnea's "
-                                            "message alone, or pass it as TEXT",
-                                            max_pasted_bytes / 1024));
-      return std::unexpected(exit_usage);
+      return std::unexpected(command_error(
+          command_name, exit_usage,
+          fmt::format("standard input is larger than {} KiB: paste Apnea's message alone, or pass it as TEXT",
+                      max_pasted_bytes / 1024)));
     }
     if (n < sizeof buffer) break;
   }
   if (std::ferror(stdin)) {
-    print_error(command_name, "cannot read standard input");
-    return std::unexpected(exit_usage);
+    return std::unexpected(command_error(command_name, exit_usage, "cannot read standard input"));
   }
   return text;
 }
@@ -528,7 +527,7 @@ int explain_command(const std::vector<std::string>& args) {
     write_json(ex);
   } else {
     print_text(ex);
-    if (ex.problem) print_error(command_name, *ex.problem);
+    if (ex.problem) return command_error(command_name, ex.status, *ex.problem);
   }
   return ex.status;
 }
