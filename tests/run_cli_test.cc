@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apnea_locks/lock.h"
@@ -334,6 +337,17 @@ TEST_CASE("-E/--conflict-exit-code N: the exit status of a conflict, 0 to 255; a
   // Without a CMD after them, -E's and -w's values are not taken for the command.
   CHECK(finish({locks_bin(), "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "-E", "7", "-w",
                 "0.2", "touch", marker}).status == 7);
+  // Short options clustered as flock users write them: the last one's value is the next
+  // word (-nE 7), or stuck to it (-nE7).
+  CHECK(finish({locks_bin(), "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "-nE", "7",
+                "touch", marker}).status == 7);
+  CHECK(finish({locks_bin(), "run", "--lock-dir", scratch.locks, "--repo", scratch.repo, "-nE7", "touch",
+                marker}).status == 7);
+  // --timeout is flock's spelling of --wait; the two together are one option given twice.
+  CHECK(finish(run_args(scratch, {"--timeout", "0.1", "-E", "8"}, {"touch", marker})).status == 8);
+  auto twice = finish(run_args(scratch, {"--timeout", "1", "-w", "1"}, {"touch", marker}));
+  CHECK(twice.status == 2);
+  CHECK(twice.err.find("--wait and --timeout are one option") != std::string::npos);
   holder.close_stdin();
   CHECK(holder.wait(30s) == 0);
 
@@ -403,7 +417,27 @@ TEST_CASE("-q: a conflict prints nothing (as flock -q), a stale lock still says 
   // Without -q the conflict is explained; -J's events are asked for and still come.
   CHECK_FALSE(finish(run_args(scratch, {"-n"}, {"true"})).err.empty());
   auto events_too = finish(run_args(scratch, {"-q", "-J"}, {"true"}));
-  CHECK(events(events_too.err).size() == 1);
+  REQUIRE(events(events_too.err).size() == 1);
+  // A live refusal's event names the fix and the next step too (null when there is no fix).
+  CHECK(events(events_too.err).at(0).at("fix").is_null());
+  CHECK(events(events_too.err).at(0).contains("next_step"));
+  // A stopped owner will not release by itself: -q says, in one line, which lock to inspect.
+  REQUIRE(::kill(holder.pid(), SIGSTOP) == 0);
+  const std::string stat_path = "/proc/" + std::to_string(holder.pid()) + "/stat";
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  auto state = [&] {
+    const std::string text = read_file(stat_path);
+    const auto close = text.rfind(')');
+    return close == std::string::npos || close + 2 >= text.size() ? '?' : text[close + 2];
+  };
+  while (state() != 'T' && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // SIGSTOP lands asynchronously
+  REQUIRE(state() == 'T');
+  auto stopped = finish(run_args(scratch, {"-q", "-n"}, {"true"}));
+  ::kill(holder.pid(), SIGCONT);
+  CHECK(stopped.status == 75);
+  CHECK(std::count(stopped.err.begin(), stopped.err.end(), '\n') == 1);
+  CHECK(stopped.err.find("see apnea-locks inspect " + repository_lock(scratch)) != std::string::npos);
   holder.close_stdin();
   CHECK(holder.wait(30s) == 0);
 

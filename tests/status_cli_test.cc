@@ -487,6 +487,13 @@ TEST_CASE("status: lslocks' habits: -u is --notruncate, -H --list-columns, -p PI
   make_entry(area, dead, owner_json(gone));
   // A malformed record (owner.json 0644) still names this process's pid.
   make_entry(area, damaged, owner_json(::getpid()), 0700, 0644);
+  // A record that cannot be read may name any pid; one truncated inside its pid's digits
+  // names every pid they begin (`{"pid":2050` is 20506 too): both match any -p they may name.
+  const std::string unreadable = fake_lock_name("fifo");
+  make_dir(area + "/" + unreadable);
+  REQUIRE(::mkfifo((area + "/" + unreadable + "/owner.json").c_str(), 0600) == 0);
+  const std::string truncated = fake_lock_name("truncated");
+  make_entry(area, truncated, "{\"pid\":2050");
 
   const CommandResult columns = tool({"status", "-H"});
   CHECK(columns.status == 0);
@@ -506,15 +513,24 @@ TEST_CASE("status: lslocks' habits: -u is --notruncate, -H --list-columns, -p PI
     return out;
   };
   const std::string self = std::to_string(::getpid());
-  CHECK(names({"-p", self}) == std::set<std::string>{mine, damaged});
-  CHECK(names({"--pid", std::to_string(gone)}) == std::set<std::string>{dead});
+  const bool self_truncated = self.starts_with("2050");
+  auto with = [&](std::set<std::string> named, bool truncated_too) {
+    named.insert(unreadable);
+    if (truncated_too) named.insert(truncated);
+    return named;
+  };
+  CHECK(names({"-p", self}) == with({mine, damaged}, self_truncated));
+  CHECK(names({"--pid", std::to_string(gone)}) == with({dead}, std::to_string(gone).starts_with("2050")));
   CHECK(names({"--pid=" + std::to_string(gone), "--state", "live"}).empty());
-  CHECK(names({"-p", "2147483647"}).empty());
+  CHECK(names({"-p", "2147483647"}) == with({}, false));
+  CHECK(names({"-p", "20506"}) == with({}, true));
+  CHECK(names({"-p", "2050"}) == with({}, true));
+  CHECK(names({"-p", "2051"}) == with({}, false));
   // The filter applies to the JSON and to the exit status too.
   const auto entries = entries_by_name(status_json(area, {"-p", self}));
-  CHECK(entries.size() == 2);
+  CHECK(entries.size() == (self_truncated ? 4 : 3));
   CHECK(entries.count(damaged) == 1);
-  CHECK(status(area, {"-p", "2147483647"}).status == 0);
+  CHECK(status(area, {"-p", "1"}).status == 1);  // the unreadable record needs attention
 
   for (const char* bad : {"0", "-1", "x", "2147483648", "1.0", " 7", "+7", "99999999999999999999999"}) {
     CAPTURE(bad);

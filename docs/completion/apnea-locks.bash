@@ -86,7 +86,7 @@ _apnea_locks()
             opts="--repo --home --all --force --dry-run -y --yes -J --json
                   --keep-tombstone --no-audit --not-owner $timing --user --lock-dir" ;;
         run)
-            opts="--repo --home --lock-dir -w --wait -n --nonblock -E --conflict-exit-code
+            opts="--repo --home --lock-dir -w --wait --timeout -n --nonblock -E --conflict-exit-code
                   -c --command -q --quiet -J --json --print-token" ;;
         check)
             opts="-v --verbose -w --warning -c --critical -t --timeout

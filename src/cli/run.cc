@@ -106,17 +106,20 @@ po::options_description option_table() {
       ("wait,w", po::value<std::string>()->value_name("DURATION"),
        ("wait up to DURATION (0.5, 90s, 2m, 1h; 0 tries once) for a live owner" +
         duration_help(wait_range, Fractions::allowed)).c_str())
+      ("timeout", po::value<std::string>()->value_name("DURATION"), "the same as --wait (flock's spelling)")
       ("nonblock,n", "never wait, not even for the global setup lock")
       ("conflict-exit-code,E", po::value<std::string>()->value_name("N"),
        "the exit status when a live owner holds the lock and run gives up (0 to 255; "
-       "default: 75)")
+       "default: 75; it may equal one of run's own statuses, as with flock -E: 0 makes a "
+       "conflict look like success)")
       ("command,c", po::value<std::string>()->value_name("COMMAND"),
        "run COMMAND with /bin/sh -c (as flock -c), instead of CMD [ARGS...]")
       ("json,J", "print an event stream (JSON lines) on standard error")
       ("print-token", "print the held owner (lock path, pid, token) on standard error")
       ("quiet,q", "no informational lines (a takeover of a dead lock, waiting for a live "
-       "one), and nothing for a conflict (as flock -q): only the exit status says it; "
-       "other refusals and errors still print");
+       "one), and nothing for a conflict that clears by itself (as flock -q): only the exit "
+       "status says it; one line for a stopped owner or one only suspected dead; other "
+       "refusals and errors still print");
   // clang-format on
   return options;
 }
@@ -149,6 +152,17 @@ bool takes_value(std::string_view word) {
   return std::find(spellings.begin(), spellings.end(), word) != spellings.end();
 }
 
+/// Whether `word` takes the next word as its value: an option that does ("-w", "--repo"), or
+/// a cluster of short options whose last letter does, with nothing stuck to it ("-nE 0", as
+/// flock and getopt read it; "-nE0" holds its value).
+bool takes_next_word(std::string_view word) {
+  if (takes_value(word)) return true;
+  if (word.size() <= 2 || word[1] == '-') return false;
+  for (std::size_t k = 1; k < word.size(); ++k)
+    if (takes_value(std::string{'-', word[k]})) return k + 1 == word.size();
+  return false;
+}
+
 std::expected<RunOptions, std::string> parse_options(const std::vector<std::string>& args) {
   // The command starts after "--", or else at the first word that is not an option.
   std::size_t split = args.size();
@@ -161,7 +175,7 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
       break;
     }
     if (word.size() > 1 && word[0] == '-') {
-      if (takes_value(word)) ++i;
+      if (takes_next_word(word)) ++i;
       continue;
     }
     split = command_start = i;
@@ -191,8 +205,11 @@ std::expected<RunOptions, std::string> parse_options(const std::vector<std::stri
   options.json = values.count("json") > 0;
   options.print_token = values.count("print-token") > 0;
   options.quiet = values.count("quiet") > 0;
-  if (values.count("wait")) {
-    auto wait = parse_duration("--wait", values["wait"].as<std::string>(), wait_range.min_ns,
+  if (values.count("wait") && values.count("timeout"))
+    return std::unexpected("--wait and --timeout are one option: give it once");
+  for (const char* name : {"wait", "timeout"}) {
+    if (!values.count(name)) continue;
+    auto wait = parse_duration(fmt::format("--{}", name), values[name].as<std::string>(), wait_range.min_ns,
                                wait_range.max_ns, Fractions::allowed);
     if (!wait) return std::unexpected(wait.error());
     options.wait = nanoseconds(*wait);
@@ -386,6 +403,7 @@ struct RunFix {
   std::string why;
   std::string next_step;
   std::string holder;  ///< who holds the lock, for a human (holder_text)
+  bool stopped = false;  ///< the owner's process is stopped or traced (T, t): it will not go on by itself
 };
 
 /// Who holds the lock, from the survey: the owner's pid, the process that has that pid now
@@ -428,8 +446,11 @@ RunFix fix_for(const RunOptions& options, const LockTarget& target) {
   const EntryLabel label{target.kind, target.root};
   EntryJudge judge(system, directory, settings);
   const Judgement judged = judge.entry(name, &label);
+  const ProcessInfo* process =
+      judged.facts.process && judged.facts.process->info ? &*judged.facts.process->info : nullptr;
   return RunFix{judged.decision.fix.command, judged.decision.fix.argv, judged.decision.why,
-                judged.decision.next_step, holder_text(judged.facts, judged.verdict)};
+                judged.decision.next_step, holder_text(judged.facts, judged.verdict),
+                process != nullptr && (process->state == 'T' || process->state == 't')};
 }
 
 json::object error_event(const LockError& error, int status) {
@@ -464,19 +485,28 @@ int report_refusal(const Output& out, const RunOptions& options, const LockTarge
       target != nullptr && !error.is(LockedReason::raced) ? fix_for(options, *target) : RunFix{};
   json::object event = error_event(error, status);
   if (options.wait && locked) event["waited_ms"] = whole_ms(*options.wait);
-  if (!locked) {
-    event["fix"] = fix.command.empty() ? json::value(nullptr) : json::value(fix.command);
-    json::array argv;
-    for (const std::string& word : fix.argv) argv.emplace_back(word);
-    event["fix_argv"] = fix.argv.empty() ? json::value(nullptr) : json::value(std::move(argv));
-    event["why"] = fix.why;
-    event["next_step"] = fix.next_step.empty() ? json::value(nullptr) : json::value(fix.next_step);
-  }
+  // Every refusal's event has the three, null when there is none (a live owner's next step:
+  // a stopped owner, or what --force would trust about an owner only suspected dead).
+  event["fix"] = fix.command.empty() ? json::value(nullptr) : json::value(fix.command);
+  json::array argv;
+  for (const std::string& word : fix.argv) argv.emplace_back(word);
+  event["fix_argv"] = fix.argv.empty() ? json::value(nullptr) : json::value(std::move(argv));
+  if (!locked) event["why"] = fix.why;
+  event["next_step"] = fix.next_step.empty() ? json::value(nullptr) : json::value(fix.next_step);
   if (!fix.holder.empty()) event["holder"] = fix.holder;
   out.event(std::move(event));
-  // -q: a conflict prints nothing, as flock -q's does (cron mails whatever is printed); the
-  // exit status says it. A stale or malformed lock needs a human: that still prints.
-  if (locked && options.quiet) return status;
+  // -q: a conflict that clears by itself (a running owner) prints nothing, as flock -q's
+  // does (cron mails whatever is printed); the exit status says it. One that will not (a
+  // stopped or traced owner, one only suspected dead, which --force's fix would trust; the
+  // lock held in another area) prints one line naming what to look at. A stale or malformed
+  // lock needs a human: that still prints in full.
+  if (locked && options.quiet) {
+    const bool elsewhere = target != nullptr && error.lock_path != target->lock_path;
+    if (fix.command.empty() && !fix.stopped && !elsewhere) return status;
+    out.say(fmt::format("{}; see apnea-locks inspect {}", error.headline.empty() ? error.message : error.headline,
+                        shell_word(error.lock_path)));
+    return status;
+  }
   const std::string waited =
       options.wait ? fmt::format("still held after waiting {}", duration_text(*options.wait)) : "";
   if (described) {

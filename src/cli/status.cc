@@ -96,10 +96,14 @@ struct Filter {
     return !only_labelled || entry.label != nullptr;
   }
 
-  /// Whether the owner record names `pid`: the accepted owner's, or any pid a malformed
-  /// record names (EntryFacts::named, the pids the never-live rule probes).
+  /// Whether the owner record may name `pid`: the accepted owner's, any pid a malformed
+  /// record names (EntryFacts::named, the pids the never-live rule probes), every pid when
+  /// the record could not be read, and every pid whose digits start with those a truncated
+  /// record ends inside (`{"pid":2050` may be 20506).
   static bool names_pid(const EntryFacts& facts, double pid) {
     if (facts.owner && facts.owner->owner && facts.owner->owner->pid == pid) return true;
+    if (facts.pids_unknown) return true;
+    if (facts.truncated_pid && fmt::format("{}", static_cast<long long>(pid)).starts_with(*facts.truncated_pid)) return true;
     return std::any_of(facts.named.begin(), facts.named.end(),
                        [pid](const auto& named) { return named.first == pid; });
   }
