@@ -102,6 +102,22 @@ std::string alive_blocker(const Verdict& verdict) {
 }
 
 std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
+  if (verdict.death.blocker && verdict.death.blocker->state == 'T') {
+    // A stopped process takes SIGTERM only when it goes on: `kill PID` alone changes nothing.
+    return fmt::format("pid {0} is stopped (state T): if it is a stuck Apnea, end it (kill {0}; "
+                       "kill -CONT {0}: the signal waits until it goes on), then run reclaim again; "
+                       "otherwise let it go on (kill -CONT {0}) and wait for it{1}",
+                       verdict.death.blocker->pid, not_owner_step(*verdict.death.blocker, facts));
+  }
+  if (verdict.death.blocker && verdict.death.blocker->state == 't') {
+    // Under a tracer even SIGKILL leaves it counted alive (a zombie with threads) until the
+    // tracer detaches.
+    return fmt::format("pid {0} is stopped by a tracer (state t: a debugger or strace; its pid is "
+                       "TracerPid in /proc/{0}/status): detach or quit the tracer first, since "
+                       "until then even kill -9 leaves pid {0} alive; then, if it is a stuck Apnea, "
+                       "end it (kill {0}) and run reclaim again{1}",
+                       verdict.death.blocker->pid, not_owner_step(*verdict.death.blocker, facts));
+  }
   if (verdict.death.blocker) {
     return fmt::format("if pid {0} is a stuck Apnea, stop it (kill {0}), then run reclaim again; "
                        "otherwise the lock is in use{1}",

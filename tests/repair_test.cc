@@ -235,6 +235,24 @@ TEST_CASE("a live owner is refused even with --force, and nothing is touched") {
   CHECK(snapshot(a.dir) == before);
 }
 
+// issue 32 item 2: `kill PID` does nothing to a stopped owner until it goes on, and a traced
+// one stays alive even after kill -9 until its tracer detaches: the next step says so.
+TEST_CASE("a stopped or traced live owner: the next step says kill -CONT, or to detach the tracer") {
+  for (const char state : {'T', 't', 'S'}) {
+    CAPTURE(state);
+    Area a;
+    constexpr std::int64_t paused = 6002;
+    a.system.processes[paused] = StagedProcess{0, ProcessInfo{state, paused, ::getuid(), 0, "apnea"}};
+    make_entry(a.dir, a.lock_name, owner_json(paused));
+    const Decision decision = a.plan(a.lock_name, true).second;
+    CHECK(decision.action == PlanAction::refuse);
+    CAPTURE(decision.next_step);
+    CHECK((decision.next_step.find("kill 6002; kill -CONT 6002") != std::string::npos) == (state == 'T'));
+    CHECK((decision.next_step.find("TracerPid in /proc/6002/status") != std::string::npos) == (state == 't'));
+    CHECK((decision.next_step.find("stop it (kill 6002)") != std::string::npos) == (state == 'S'));
+  }
+}
+
 TEST_CASE("race: a replacement published after inspection survives") {
   Area a;
   make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid, "dead-token"));
