@@ -397,7 +397,19 @@ TEST_CASE("the lock path from Apnea's message works without --lock-dir, wherever
   CAPTURE(dry.err);
   CHECK(dry.status == 0);
   CHECK(dry.out.find("would reclaim " + a.lock) != std::string::npos);
-  Finished done = finish({locks_bin(), "reclaim", "--yes", a.lock});
+  // Copied with the sentence's punctuation ("... manually: LOCK."): no entry name ends in
+  // it, so the entry is the one without it, for every command taking a LOCKPATH.
+  for (const std::string& copied : {a.lock + ".", a.lock + "),", a.lock + "'."}) {
+    CAPTURE(copied);
+    Finished again = finish({locks_bin(), "reclaim", "--dry-run", copied});
+    CHECK(again.status == 0);
+    CHECK(again.out.find("would reclaim " + a.lock + " (") != std::string::npos);
+    Finished inspected = finish({locks_bin(), "inspect", copied, "--json"});
+    CHECK(parse_object(inspected.out).at("entry").at("path").as_string() == a.lock);
+  }
+  // An entry name with something else after it is still no entry name.
+  CHECK(finish({locks_bin(), "reclaim", "--dry-run", a.lock + ".x"}).status == 2);
+  Finished done = finish({locks_bin(), "reclaim", "--yes", a.lock + "."});
   CHECK(done.status == 0);
   CHECK_FALSE(exists(a.lock));
   // Two areas at once are a usage error; a path whose area does not exist is a bad path.
@@ -460,7 +472,9 @@ TEST_CASE("pid-not-runtime: a lock naming a live process that runs no runtime ne
   Area a;
   // A plain `sleep` (exec'ed: no runtime's file mapped), started before the record naming it
   // was written: no clock evidence, only the runtime's.
-  SpawnedProcess plain({"sleep", "1000"});
+  // "ready" comes once it runs sh: until its exec the child is this test program, a runtime.
+  SpawnedProcess plain({"sh", "-c", "echo ready; exec sleep 1000"});
+  REQUIRE(plain.read_line(Stream::out, 30s) == "ready");
   const std::string pid = std::to_string(plain.pid());
   make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(plain.pid()));
 

@@ -103,6 +103,18 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
     lock.name = slash == std::string::npos ? lock.path : lock.path.substr(slash + 1);
     if (slash != std::string::npos) lock.directory = node_dirname(lock.path);
     lock.entry = parse_entry_name(lock.name);
+    // A path copied with the sentence around it ("... manually: LOCK."): no entry name ends
+    // in punctuation, so one that parses without it is that entry.
+    if (lock.entry.role == EntryRole::unknown) {
+      std::string trimmed = lock.name;
+      while (!trimmed.empty() && std::string_view(".,;:!?)\"'`").find(trimmed.back()) != std::string_view::npos)
+        trimmed.pop_back();
+      if (trimmed != lock.name && parse_entry_name(trimmed).role != EntryRole::unknown) {
+        lock.path.resize(lock.path.size() - (lock.name.size() - trimmed.size()));
+        lock.name = trimmed;
+        lock.entry = parse_entry_name(lock.name);
+      }
+    }
     if (apnea_names && lock.entry.role == EntryRole::unknown)
       return std::unexpected(fmt::format("{}: not an Apnea lock entry name", typed));
     if (!lock.directory.empty() && located && paths[*located].directory != lock.directory)
