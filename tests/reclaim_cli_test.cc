@@ -419,6 +419,36 @@ TEST_CASE("the lock path from Apnea's message works without --lock-dir, wherever
   CHECK(missing.status == 3);
 }
 
+// issue 32 item 3: the paths Apnea's message prints, passed as they are.
+TEST_CASE("Apnea's paths as given: a guard that stays needs attention; a lock gone since is no failure") {
+  Area a;
+  make_entry(a.dir, a.lock.substr(a.dir.size() + 1), owner_json(dead_pid()));
+  make_dir(a.entry(".reclaim"));  // fresh: a reclamation at work, or one that crashed just now
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--dry-run"}, std::vector<std::string>{"--yes"}}) {
+    std::vector<std::string> argv{locks_bin(), "reclaim", a.entry(".reclaim")};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    Finished guarded = finish(argv);
+    CAPTURE(guarded.out);
+    CHECK(guarded.status == 1);  // Apnea fails while it exists
+    // "skip" (a reclamation may be at work), or "refuse" where the clock is void (no age
+    // counts: tests/status_cli_test.cc); either way with what to do next.
+    CHECK(guarded.out.find(" " + a.entry(".reclaim") + ": ") != std::string::npos);
+    CHECK(guarded.out.find("  next step: ") != std::string::npos);
+    CHECK(exists(a.entry(".reclaim")));
+  }
+  REQUIRE(::rmdir(a.entry(".reclaim").c_str()) == 0);
+  REQUIRE(finish({locks_bin(), "reclaim", "--yes", a.lock}).status == 0);
+  // Released (here: removed) since the message named it: nothing blocks Apnea there.
+  for (const std::string& path : {a.lock, a.entry(".reclaim")}) {
+    CAPTURE(path);
+    Finished gone = finish({locks_bin(), "reclaim", "--dry-run", path});
+    CAPTURE(gone.out);
+    CHECK(gone.status == 0);
+    CHECK(gone.out.find("is gone") != std::string::npos);
+    CHECK(gone.out.find("pass that path") == std::string::npos);
+  }
+}
+
 TEST_CASE("the operator's word: --not-owner PID@START, as the refusal prints it, for that one process") {
   Area a;
   // An unrelated long-lived process of ours, started before the record naming it was written

@@ -176,10 +176,14 @@ void print_plan_line(const Target& t, bool dry_run) {
       if (!t.decision.next_step.empty()) say("  next step: {}", t.decision.next_step);
       break;
     case PlanAction::keep:
-      if (t.verdict.state == EntryState::free && t.facts.parsed.role == EntryRole::lock)
+      if (t.verdict.state == EntryState::free && t.facts.parsed.role == EntryRole::lock) {
         say("no lock at {} ({})", t.facts.path, describe_target(t));
-      else
-        say("skip {}: {}", t.facts.path, t.decision.why);
+        break;
+      }
+      say("skip {}: {}", t.facts.path, t.decision.why);
+      // A guard that stays blocks Apnea ("reclamation is guarded"): what to do about it.
+      if (t.facts.parsed.role == EntryRole::reclaim_guard && !t.decision.next_step.empty())
+        say("  next step: {}", t.decision.next_step);
       break;
   }
 }
@@ -332,6 +336,7 @@ struct Request {
   std::set<std::string> lock_names;
   std::set<std::string> entry_names;
   std::vector<std::string> looked_in;  ///< folders whose repository lock was asked for
+  std::set<std::string> named;         ///< the entry names LOCKPATHs gave
 };
 
 /// Prints `message` as reclaim's error and returns `status`.
@@ -400,9 +405,11 @@ std::expected<Request, int> read_request(System& system, const ReclaimOptions& o
   auto paths =
       read_lock_paths(system, o.paths, area, !o.area.lock_dir.empty() || !o.area.user.empty());
   if (!paths) return fail(exit_usage, paths.error());
-  for (const LockPath& path : *paths)
+  for (const LockPath& path : *paths) {
     (path.entry.role == EntryRole::lock ? request.lock_names : request.entry_names)
         .insert(path.name);
+    request.named.insert(path.name);
+  }
   request.looked_in = o.repos;
   if (!o.all && request.lock_names.empty() && request.entry_names.empty()) {
     auto name = request.labels.add_repository(system, ".");
@@ -545,7 +552,11 @@ void print_closing(const ReclaimOptions& o, const std::string& lock_dir, const R
   for (const std::string& name : request.entry_names)
     if (std::none_of(targets.begin(), targets.end(),
                      [&](const Target& t) { return t.facts.name == name; }))
-      say("no entry {} in {}", name, lock_dir);
+      say("no entry {} in {}{}", name, lock_dir,
+          request.named.count(name) != 0 ? ": it is gone (removed since it was named)" : "");
+  for (const Target& t : targets)
+    if (!t.facts.stat && t.facts.parsed.role == EntryRole::lock && request.named.count(t.facts.name) != 0)
+      say("{} is gone (released or removed since it was named): Apnea can take it again", t.facts.path);
   bool located = false;
   for (const ReclaimHint& hint : hints) {
     say("{}", hint_message(hint));
@@ -600,9 +611,21 @@ int reclaim_command(const std::vector<std::string>& args) {
     return t.result.audited == AuditSink::none;
   });
 
-  const bool found = o.all || std::any_of(targets->begin(), targets->end(), [](const Target& t) {
+  // Only LOCKPATHs asked for, none of them there: they were released or removed since Apnea
+  // named them, which is no lock to look for elsewhere (exit 0: nothing blocks Apnea there).
+  const bool only_paths =
+      !o.all && !request->named.empty() &&
+      std::all_of(request->lock_names.begin(), request->lock_names.end(),
+                  [&](const std::string& name) { return request->named.count(name) != 0; });
+  const bool found = o.all || only_paths || std::any_of(targets->begin(), targets->end(), [](const Target& t) {
                        return t.facts.stat.has_value();
                      });
+  // A reclaim guard named by path (Apnea's message names it first) that stays: Apnea fails
+  // while it exists, so it needs attention, even when it is a reclamation still at work.
+  const bool named_guard_stays = std::any_of(targets->begin(), targets->end(), [&](const Target& t) {
+    return t.facts.stat && t.facts.parsed.role == EntryRole::reclaim_guard &&
+           request->named.count(t.facts.name) != 0 && t.result.outcome != RepairOutcome::removed;
+  });
   const std::vector<ReclaimHint> hints =
       check.safe() ? find_hints(system, area, *settings, *request, *targets, found)
                    : std::vector<ReclaimHint>{};
@@ -612,7 +635,7 @@ int reclaim_command(const std::vector<std::string>& args) {
   if (o.json) write_json(area.directory, o, *targets, done.counts, found, hints);
   else print_closing(o, area.directory, *request, *targets, found, hints);
   if (record_lost) return exit_unsafe;  // nothing could be said: standard error failed too
-  return done.refused || !found || global_blocks ? exit_attention : exit_ok;
+  return done.refused || !found || global_blocks || named_guard_stays ? exit_attention : exit_ok;
 }
 
 }  // namespace apnea_locks::cli
