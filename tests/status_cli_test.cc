@@ -610,6 +610,24 @@ TEST_CASE("status and inspect change nothing") {
   CHECK(before == after);
 }
 
+// issue 32 item 4: what inspect says Apnea will do must be what Apnea does.
+TEST_CASE("inspect: a dead owner's repository lock inside the grace is reclaimed by Apnea once 60 s old") {
+  TempDir root;
+  const std::string area = root / "locks";
+  make_dir(area);
+  const std::string repo = fake_lock_name("repo");
+  const std::string global = fake_lock_name("home", LockKind::global_setup);
+  make_entry(area, repo, owner_json(dead_pid()));
+  make_entry(area, global, owner_json(dead_pid()));
+  const CommandResult young = tool({"inspect", area + "/" + repo});
+  CAPTURE(young.out);
+  CHECK(young.out.find("Apnea reclaims it on its first run once it is ") != std::string::npos);
+  CHECK(young.out.find("will not reclaim it by itself") == std::string::npos);
+  const CommandResult setup = tool({"inspect", area + "/" + global});
+  CAPTURE(setup.out);
+  CHECK(setup.out.find("Apnea will not reclaim it by itself") != std::string::npos);
+}
+
 TEST_CASE("inspect: checks, raw bytes, verdicts and exit status") {
   Zoo zoo;
   const std::string mode_lock = fake_lock_name("mode");

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "apnea_locks/labels.h"
 #include "apnea_locks/lock_area.h"
 #include "apnea_locks/names.h"
+#include "apnea_locks/protocol.h"
 #include "apnea_locks/scan.h"
 #include "apnea_locks/survey.h"
 #include "cli/area.h"
@@ -136,9 +138,20 @@ void print_verdict(const Inspection& in) {
                       sgr, in.colour));
   if (verdict.apnea_verdict) {
     std::string apnea(apnea_verdict_name(*verdict.apnea_verdict));
-    if (*verdict.apnea_verdict == ApneaVerdict::stale)
-      apnea += verdict.apnea_self_heals ? ": Apnea reclaims it on its next run"
-                                        : ": Apnea will not reclaim it by itself";
+    const std::int64_t grace =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(repository_reclaim_grace).count();
+    if (*verdict.apnea_verdict == ApneaVerdict::stale) {
+      if (verdict.apnea_self_heals) {
+        apnea += ": Apnea reclaims it on its next run";
+      } else if (facts.parsed.kind == LockKind::repository && verdict.guard == GuardState::none &&
+                 verdict.age_ns && *verdict.age_ns < grace) {
+        // Inside Apnea's grace: it takes a dead owner's repository lock over once 60 s old.
+        apnea += fmt::format(": Apnea reclaims it on its first run once it is {} old (in {})",
+                             format_age(grace), format_age(grace - *verdict.age_ns));
+      } else {
+        apnea += ": Apnea will not reclaim it by itself";
+      }
+    }
     line("apnea", apnea);
   }
   line("proof", fmt::format("{}{}", proof_class_name(verdict.proof_class),

@@ -358,7 +358,7 @@ class Output {
         say(what + ":");
         out += wrap_command(next.fix_argv, width, "  ") + "\n";
       } else if (!next.next_step.empty()) {
-        say(fmt::format("{}; no flag removes it: {}", what, printable(next.next_step)));
+        say(fmt::format("{}; next step: {}", what, printable(next.next_step)));
       } else {
         say(fmt::format("{}: {}", what, printable(next.why)));
       }
