@@ -3,6 +3,7 @@
 // malformed metadata removed without --force.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -253,6 +254,41 @@ TEST_CASE("hostile areas: refused before anything is read, the target left untou
     CHECK(status.err.find("4242") != std::string::npos);
     CHECK(h.run("reclaim", {"--all", "--force", "--yes"}).status == 3);
     CHECK(exists(h.lock));
+  }
+  SUBCASE("another account's own area, and one squatted (root only): whose it is, what to do") {
+    if (::getuid() != 0) return;
+    const struct passwd* nobody = ::getpwnam("nobody");
+    REQUIRE(nobody != nullptr);
+    Hostile h;
+    // `apnea-<uid>` owned by that uid: an account's own area (issue 32 item 1), for --user.
+    for (const auto& [named, owner] : {std::pair{nobody->pw_uid, nobody->pw_uid}, std::pair{uid_t(4243), nobody->pw_uid}}) {
+      CAPTURE(named);
+      const std::string top = h.scratch.root + "/apnea-" + std::to_string(named);
+      const std::string area = top + "/operation-locks";
+      make_dir(top);
+      make_dir(area);
+      make_entry(area, h.name, owner_json(dead_pid()));
+      REQUIRE(::chown(top.c_str(), owner, owner) == 0);
+      REQUIRE(::chown(area.c_str(), owner, owner) == 0);
+      for (const std::string command : {"status", "inspect", "reclaim"}) {
+        CAPTURE(command);
+        std::vector<std::string> argv{locks_bin(), command};
+        if (command == "status") argv.insert(argv.end(), {"--lock-dir", area});
+        else argv.push_back(area + "/" + h.name);
+        if (command == "reclaim") argv.push_back("--dry-run");
+        Finished refused = finish(argv, {}, 60s);
+        CAPTURE(refused.err);
+        CHECK(refused.status == 3);
+        if (named == owner) {
+          CHECK(refused.err.find("add --user nobody") != std::string::npos);
+          CHECK(refused.err.find("squatted") == std::string::npos);
+        } else {
+          CHECK(refused.err.find("its name says uid 4243") != std::string::npos);
+          CHECK(refused.err.find("--user") == std::string::npos);
+        }
+      }
+      CHECK(exists(area + "/" + h.name));
+    }
   }
 }
 

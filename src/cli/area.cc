@@ -135,6 +135,29 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
   return paths;
 }
 
+std::string area_problem(System& system, const AreaCheck& check) {
+  std::string text = check.message();
+  if (check.problem != AreaProblem::foreign_owner) return text;
+  const std::uint32_t owner = check.stat.uid;
+  // The uid an `apnea-<uid>` component of the path names: Apnea's areas say whose they are.
+  std::optional<std::uint32_t> named;
+  for (std::size_t at = check.path.find("/apnea-"); at != std::string::npos; at = check.path.find("/apnea-", at + 1)) {
+    const std::size_t start = at + 7;
+    named = decimal_uid(std::string_view(check.path).substr(start, check.path.find('/', start) - start));
+    if (named) break;
+  }
+  const auto account = system.lookup_uid(owner);
+  if (named && *named != owner)
+    return text + fmt::format(" (its name says uid {}: another account made it first, and Apnea of uid "
+                              "{} cannot run until it is gone: see docs/runbook.md on a squatted area)",
+                              *named, *named);
+  if (!account)
+    return text + fmt::format(" (no account has uid {}: see docs/runbook.md on a squatted area)", owner);
+  const std::string name = printable(account->name);
+  return text + fmt::format(" (it is {0}'s: run this as {0}, or as root add --user {0}{1})", name,
+                            named ? "" : " and this --lock-dir");
+}
+
 AreaCheck check_lock_area(System& system, const LockArea& area) {
   AreaCheck check = check_area(system, area.directory, system.uid(), !area.explicit_directory);
   if (!area.explicit_directory || area.may_be_absent) return check;

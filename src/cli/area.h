@@ -78,6 +78,11 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
 /// Apnea's own area may be `missing` ("no lock taken yet").
 AreaCheck check_lock_area(System& system, const LockArea& area);
 
+/// check.message(), and for an area another uid owns whose it is and what to do: an
+/// account's own area (`apnea-<uid>` names its owner) takes `--user NAME`; one whose
+/// name says another uid, or that no account owns, is squatted (docs/runbook.md).
+std::string area_problem(System& system, const AreaCheck& check);
+
 /// A lock directory the user typed (--lock-dir), as PROTOCOL.md section 10 checks paths:
 /// trailing `/` and `.` components dropped, so `LINK/` and `LINK/.` are `LINK` (and are then
 /// refused as a symlink, where lstat of `LINK/` would have followed it); nothing when a

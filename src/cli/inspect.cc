@@ -431,8 +431,8 @@ std::expected<Inspection, int> inspect(System& system, const InspectOptions& o, 
   in.now_ns = settings->judge.now_ns;
   in.check = check_lock_area(system, in.area);
   if (!in.check.safe() && in.check.problem != AreaProblem::missing) {
-    if (o.json) print_json(in, in.check.message());
-    return fail(exit_unsafe, in.check.message());
+    if (o.json) print_json(in, area_problem(system, in.check));
+    return fail(exit_unsafe, area_problem(system, in.check));
   }
   EntryJudge judge(system, in.area.directory, *settings);
   judge_entry(system, judge, labels, *path, in);

@@ -587,7 +587,7 @@ int reclaim_command(const std::vector<std::string>& args) {
 
   const AreaCheck check = check_lock_area(system, area);
   if (!check.safe() && check.problem != AreaProblem::missing)
-    return fail(exit_unsafe, check.message()).error();
+    return fail(exit_unsafe, area_problem(system, check)).error();
   auto settings = judging_settings(system, area, o.timing, o.force);
   if (!settings) return fail(exit_usage, settings.error()).error();
   settings->judge.not_owners = o.not_owners;

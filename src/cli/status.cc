@@ -707,12 +707,12 @@ int status_one_area(System& system, const StatusOptions& o, const Presentation& 
     // Prominent and alone: one line naming the path (and the JSON document saying so).
     if (shown.format == Format::json) {
       output.begin(area.directory, check);
-      output.end(area, check, summary, {}, check.message());
+      output.end(area, check, summary, {}, area_problem(system, check));
     }
     metrics.area_safe = false;
     metrics.scrape_success = check.problem != AreaProblem::unreadable;
     write_status_metrics(system, o, shown.format, {metrics});
-    print_error(help.name, check.message());
+    print_error(help.name, area_problem(system, check));
     return exit_unsafe;
   }
   output.begin(area.directory, check);
