@@ -272,6 +272,47 @@ TEST_CASE("--user drops to the account before touching its area (root only)") {
   CHECK(done.out.find("lock-foreign-owner") != std::string::npos);
 }
 
+// issue 32 item 1: root helping another account, as the runbook's commands are typed.
+TEST_CASE("--user NAME with a LOCKPATH, root for itself, the account's area and its fixes (root only)") {
+  if (::getuid() != 0) return;
+  Area a;
+  ::chmod(a.scratch.root.c_str(), 0711);
+  const std::uint32_t nobody = 65534;
+  REQUIRE(::chown(a.dir.c_str(), nobody, nobody) == 0);
+  const std::string name = a.lock.substr(a.dir.size() + 1);
+  make_entry(a.dir, name, owner_json(dead_pid()));
+  for (const std::string& path : {a.lock, a.lock + "/owner.json"}) REQUIRE(::chown(path.c_str(), nobody, nobody) == 0);
+  // The LOCKPATH names nobody's area (not /tmp/apnea-65534): it is the area, as without --user.
+  Finished dry = finish({locks_bin(), "reclaim", "--user", "nobody", "--dry-run", a.lock});
+  CAPTURE(dry.out);
+  CAPTURE(dry.err);
+  CHECK(dry.status == 0);
+  CHECK(dry.out.find("would reclaim " + a.lock) != std::string::npos);
+  // inspect's fix acts for the account too.
+  Finished inspected = finish({locks_bin(), "inspect", "--user", "nobody", a.lock});
+  CAPTURE(inspected.out);
+  CHECK(inspected.out.find("--user nobody") != std::string::npos);
+  Finished done = finish({locks_bin(), "reclaim", "--user", "nobody", "--yes", a.lock});
+  CHECK(done.status == 0);
+  CHECK_FALSE(exists(a.lock));
+
+  // Root naming itself is root: no privileges to drop.
+  Finished self = finish({locks_bin(), "status", "--user", "root", "--lock-dir", a.scratch.root + "/roots"});
+  CAPTURE(self.err);
+  CHECK(self.err.find("cannot become") == std::string::npos);
+
+  // The account's own area is /tmp/apnea-<uid>/operation-locks whatever root's TMPDIR says;
+  // when it does not exist, --all says where to look instead of "nothing to reclaim", exit 1.
+  const std::string own = "/tmp/apnea-4244/operation-locks";
+  REQUIRE_FALSE(exists(own));
+  Finished missing = finish({"/usr/bin/env", "TMPDIR=" + a.scratch.root, locks_bin(), "reclaim", "--user", "4244",
+                             "--all", "--dry-run"});
+  CAPTURE(missing.out);
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("no lock area " + own) != std::string::npos);
+  CHECK(missing.out.find("pass the lock path from its message") != std::string::npos);
+}
+
 TEST_CASE("on a terminal it lists the targets and asks; only yes removes") {
   // script(1) gives the command a pseudo-terminal and types our answer into it.
   Area a;

@@ -49,6 +49,10 @@ std::string dotdot_refused(std::string_view option, std::string_view typed) {
                      option, printable(std::string(typed)));
 }
 
+std::string account_default_area(std::uint32_t uid) {
+  return fmt::format("/tmp/apnea-{}/operation-locks", uid);
+}
+
 std::expected<LockArea, CommandFailure> open_lock_area(System& system, const AreaOptions& options) {
   LockArea area;
   if (!options.user.empty()) {
@@ -61,13 +65,16 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
     if (!account)
       return std::unexpected(CommandFailure{
           exit_usage, fmt::format("--user {}: no such account", printable(options.user))});
-    const std::string directory = lock_directory_for_uid(system, account->uid);
+    const std::string directory = account_default_area(account->uid);
     // Everything from here on runs as that account: ownership checks and anything created
-    // stay theirs, and nothing of root's is read by mistake.
-    if (auto dropped = system.become(*account); !dropped)
-      return std::unexpected(CommandFailure{
-          exit_unsafe, fmt::format("cannot become {}: {}", printable(options.user), errno_text(dropped.error()))});
+    // stay theirs, and nothing of root's is read by mistake. (Root asking for itself is
+    // already that account.)
+    if (account->uid != system.uid())
+      if (auto dropped = system.become(*account); !dropped)
+        return std::unexpected(CommandFailure{
+            exit_unsafe, fmt::format("cannot become {}: {}", printable(options.user), errno_text(dropped.error()))});
     area.home = account->home;
+    area.user = options.user;
     if (options.lock_dir.empty()) {
       area.directory = directory;
       area.explicit_directory = true;
@@ -378,6 +385,11 @@ std::expected<SurveySettings, std::string> judging_settings(System& system, cons
   SurveySettings settings = survey_settings(system, area.directory, windows, force, host);
   if (area.explicit_directory) {
     settings.fix.lock_dir = area.directory;
+  }
+  if (!area.user.empty()) {
+    // The fix acts for the account (reclaim --user NAME), in its own area unless another.
+    settings.fix.user = area.user;
+    if (node_normalize(area.directory) == account_default_area(system.uid())) settings.fix.lock_dir.reset();
   }
   if (windows.guard_age != default_guard_age)
     settings.fix.guard_age = duration_text(timing.guard_age_ns);

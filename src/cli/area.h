@@ -42,7 +42,14 @@ struct LockArea {
   /// The home whose global setup lock is labelled: the --user account's, else this
   /// process's (node_homedir); empty when unknown.
   std::string home;
+  /// --user's account name: fixes then act for it (reclaim --user NAME); empty without --user.
+  std::string user;
 };
+
+/// An account's own lock area as --user finds it: /tmp/apnea-<uid>/operation-locks, what
+/// Apnea uses where the account's environment sets no TMPDIR (root's TMPDIR says nothing of
+/// the account's; another area is named by --lock-dir or by the LOCKPATH from its message).
+std::string account_default_area(std::uint32_t uid);
 
 /// Why a command cannot go on: one line for standard error and the exit status.
 struct CommandFailure {

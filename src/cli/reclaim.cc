@@ -403,7 +403,7 @@ std::expected<Request, int> read_request(System& system, const ReclaimOptions& o
   if (auto typed = add_typed_locks(system, o, request); !typed)
     return std::unexpected(typed.error());
   auto paths =
-      read_lock_paths(system, o.paths, area, !o.area.lock_dir.empty() || !o.area.user.empty());
+      read_lock_paths(system, o.paths, area, !o.area.lock_dir.empty());
   if (!paths) return fail(exit_usage, paths.error());
   for (const LockPath& path : *paths) {
     (path.entry.role == EntryRole::lock ? request.lock_names : request.entry_names)
@@ -548,7 +548,14 @@ std::vector<ReclaimHint> find_hints(System& system, const LockArea& area,
 void print_closing(const ReclaimOptions& o, const std::string& lock_dir, const Request& request,
                    const std::vector<Target>& targets, bool found,
                    const std::vector<ReclaimHint>& hints) {
-  if (targets.empty() && o.all) say("nothing to reclaim in {}", lock_dir);
+  if (targets.empty() && o.all) {
+    if (!found && !o.area.user.empty())
+      say("no lock area {} (nothing of {} to reclaim there): if {}'s Apnea is blocked, it uses "
+          "another TMPDIR; pass the lock path from its message (apnea-locks reclaim --user {} LOCKPATH)",
+          lock_dir, printable(o.area.user), printable(o.area.user), shell_word(o.area.user));
+    else
+      say("nothing to reclaim in {}", lock_dir);
+  }
   for (const std::string& name : request.entry_names)
     if (std::none_of(targets.begin(), targets.end(),
                      [&](const Target& t) { return t.facts.name == name; }))
@@ -565,7 +572,7 @@ void print_closing(const ReclaimOptions& o, const std::string& lock_dir, const R
     if (hint.lock.present && (hint.kind == "enclosing-repository" || hint.lock.needs_attention))
       print_hint_commands(hint.lock);
   }
-  if (!found && !located)
+  if (!found && !located && !(o.all && !o.area.user.empty()))
     say("no lock where it looked: if Apnea's message names a lock path, pass that path "
         "(apnea-locks reclaim --dry-run LOCKPATH); Apnea may run with another TMPDIR or in "
         "another folder");
@@ -617,7 +624,11 @@ int reclaim_command(const std::vector<std::string>& args) {
       !o.all && !request->named.empty() &&
       std::all_of(request->lock_names.begin(), request->lock_names.end(),
                   [&](const std::string& name) { return request->named.count(name) != 0; });
-  const bool found = o.all || only_paths || std::any_of(targets->begin(), targets->end(), [](const Target& t) {
+  // --user NAME --all of an area that does not exist: NAME's Apnea, if blocked, locks
+  // elsewhere (another TMPDIR), which is not "nothing to reclaim".
+  const bool account_area_missing = !o.area.user.empty() && check.problem == AreaProblem::missing;
+  const bool found = (o.all && !account_area_missing) || only_paths ||
+                     std::any_of(targets->begin(), targets->end(), [](const Target& t) {
                        return t.facts.stat.has_value();
                      });
   // A reclaim guard named by path (Apnea's message names it first) that stays: Apnea fails
