@@ -38,10 +38,16 @@ std::optional<LocatedLock> enclosing_repository(System& system, const std::strin
   auto canonical = system.realpath(directory);
   if (!canonical || canonical->empty() || canonical->front() != '/') return std::nullopt;
   std::string folder = *canonical;
+  std::optional<LocatedLock> nearest;
   while (true) {
-    if (marks_repository(system, folder))
-      return canonical_lock(lock_directory, LockKind::repository, std::move(folder));
-    if (folder == "/") return std::nullopt;
+    if (marks_repository(system, folder)) {
+      LocatedLock lock = canonical_lock(lock_directory, LockKind::repository, folder);
+      // A nested repository (a submodule, a vendored checkout) is seldom where Apnea runs:
+      // the nearest marked ancestor whose lock is there wins, else the nearest.
+      if (system.lstat(lock.path)) return lock;
+      if (!nearest) nearest = std::move(lock);
+    }
+    if (folder == "/") return nearest;
     folder = node_dirname(folder);
   }
 }

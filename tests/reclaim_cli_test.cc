@@ -364,6 +364,22 @@ TEST_CASE("from a subdirectory, reclaim finds no lock there, names the enclosing
   CHECK(here.out.find(fix + " --yes") != std::string::npos);
   CHECK(snapshot(a.scratch.root) == before);
 
+  // issue 32 item 5: from a nested repository (a submodule with its own .git) the lock is
+  // still the enclosing one, whose lock is there; inspect hints at it too and exits 1.
+  make_dir(a.scratch.repo + "/src/vendored");
+  make_dir(a.scratch.repo + "/src/vendored/.git");
+  Finished nested = finish_in(a.scratch.repo + "/src/vendored", {locks_bin(), "reclaim", "--lock-dir", a.dir, "--dry-run"}, env);
+  CAPTURE(nested.out);
+  CHECK(nested.status == 1);
+  CHECK(nested.out.find(a.lock + " of " + a.scratch.repo + " is stale (pid-dead)") != std::string::npos);
+  for (const std::string& where : {a.scratch.repo + "/src", a.scratch.repo + "/src/vendored"}) {
+    CAPTURE(where);
+    Finished inspected = finish_in(where, {locks_bin(), "inspect", "--lock-dir", a.dir}, env);
+    CAPTURE(inspected.out);
+    CHECK(inspected.status == 1);
+    CHECK(inspected.out.find("is inside the repository " + a.scratch.repo) != std::string::npos);
+  }
+
   // The JSON says the same: nothing found, and where.
   Finished json = finish_in(a.scratch.repo + "/src", {locks_bin(), "reclaim", "--lock-dir", a.dir, "--json", "--dry-run"}, env);
   CHECK(json.status == 1);

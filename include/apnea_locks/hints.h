@@ -13,10 +13,12 @@
 
 namespace apnea_locks {
 
-/// The enclosing repository of `directory`: the nearest of it and its ancestors (after
-/// realpath, as Apnea resolves its root) that holds a `.apnea` directory or a `.git` (a
-/// directory, or the file of a worktree), and the lock Apnea would use for it in
-/// `lock_directory`. Nothing when `directory` does not resolve or no ancestor qualifies.
+/// The enclosing repository of `directory`: of it and its ancestors (after realpath, as
+/// Apnea resolves its root) that hold a `.apnea` directory or a `.git` (a directory, or the
+/// file of a worktree), the nearest whose lock exists in `lock_directory` (a nested
+/// repository, such as a submodule, does not hide the one Apnea runs in), else the nearest;
+/// and the lock Apnea would use for it. Nothing when `directory` does not resolve or no
+/// ancestor qualifies.
 /// Reads only lstat and realpath.
 std::optional<LocatedLock> enclosing_repository(System& system, const std::string& lock_directory,
                                                 const std::string& directory);

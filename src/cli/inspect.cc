@@ -65,6 +65,9 @@ struct Related {
 /// Everything inspect shows.
 struct Inspection {
   LockArea area;
+  /// From a subdirectory: the enclosing repository's lock, which Apnea run there uses,
+  /// needs attention (its hint says so, and the exit status too).
+  bool enclosing_needs_attention = false;
   AreaCheck check;
   EntryFacts facts;
   Verdict verdict;
@@ -408,8 +411,10 @@ void hint_enclosing(System& system, EntryJudge& judge, Inspection& in) {
   const EntryLabel label{LockKind::repository, enclosing->root};
   const Judgement judged = judge.entry(enclosing->name, &label);
   const EntryView view{judged.facts, judged.verdict, judged.decision, &label};
-  if (auto hint = enclosing_hint_text(*enclosing, *here, &view))
+  if (auto hint = enclosing_hint_text(*enclosing, *here, &view)) {
     in.hints.push_back(std::move(*hint));
+    in.enclosing_needs_attention = judged.facts.stat && judged.verdict.needs_attention;
+  }
 }
 
 /// Everything inspect shows, or the exit status when it cannot go on (its error printed).
@@ -452,7 +457,7 @@ int inspect_command(const std::vector<std::string>& args) {
   if (!in) return in.error();
   if (o.json) print_json(*in, std::nullopt);
   else print_human(*in);
-  return in->verdict.needs_attention ? exit_attention : exit_ok;
+  return in->verdict.needs_attention || in->enclosing_needs_attention ? exit_attention : exit_ok;
 }
 
 }  // namespace apnea_locks::cli
