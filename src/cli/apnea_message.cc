@@ -124,50 +124,50 @@ std::vector<std::string_view> unquoted_lines(std::string_view text) {
 
 std::optional<std::size_t> entry_name_at(std::string_view text, std::size_t at);
 
-/// True when `line` holds a whole lock name (`<kind>-<key>.lock`): a re-wrap did not cut it.
-bool holds_lock_name(std::string_view line) {
-  for (std::size_t at = line.find_first_of("rg"); at != std::string_view::npos; at = line.find_first_of("rg", at + 1))
-    if (entry_name_at(line, at)) return true;
+/// True when `text` holds a whole lock name (`<kind>-<key>.lock`).
+bool holds_lock_name(std::string_view text) {
+  for (std::size_t at = text.find_first_of("rg"); at != std::string_view::npos; at = text.find_first_of("rg", at + 1))
+    if (entry_name_at(text, at)) return true;
   return false;
 }
 
 /// The lines joined into one: with a space, or (`tight`) with nothing where a line ends
 /// inside what looks like a path (its last word holds a `/` or starts an entry name), as a
-/// re-wrap breaks one. A line that holds a whole lock name, or a word already longer than
-/// a directory may be, is never glued on. Whitespace and control bytes become one space.
-/// Linear: the current word's start and what it holds are tracked as it grows.
+/// re-wrap breaks one. A word that already holds a whole lock name, or is already as long as
+/// a directory may be, is never glued to the next line. Whitespace and control bytes become
+/// one space. Linear: what the current word holds is tracked as it grows.
 std::string joined(const std::vector<std::string_view>& lines, bool tight) {
+  // Longer than any lock name: a name cut at a line end is seen whole once the line is added.
+  constexpr std::size_t overlap = 128;
   std::string out;
   std::size_t word_start = 0;  // where the last word of `out` starts
-  bool word_has_slash = false;
-  auto word_has_prefix = [&] {
-    const std::string_view word = std::string_view(out).substr(word_start);
-    return word.find(kind_name(LockKind::repository)) != std::string_view::npos ||
-           word.find(kind_name(LockKind::global_setup)) != std::string_view::npos;
+  bool has_slash = false, has_prefix = false, has_name = false;  // what that word holds
+  auto new_word = [&] {
+    out += ' ';
+    word_start = out.size();
+    has_slash = has_prefix = has_name = false;
   };
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (i > 0 && !out.empty() && out.back() != ' ') {
       const bool inside = tight && !lines[i].empty() && !is_space(lines[i].front()) &&
-                          out.size() - word_start <= max_directory && !holds_lock_name(lines[i]) &&
-                          (word_has_slash || word_has_prefix());
-      if (!inside) {
-        out += ' ';
-        word_start = out.size();
-        word_has_slash = false;
-      }
+                          out.size() - word_start <= max_directory && !has_name && (has_slash || has_prefix);
+      if (!inside) new_word();
     }
+    const std::size_t line_start = out.size();
     for (char c : lines[i]) {
       if (is_space(c)) {
-        if (!out.empty() && out.back() != ' ') {
-          out += ' ';
-          word_start = out.size();
-          word_has_slash = false;
-        }
+        if (!out.empty() && out.back() != ' ') new_word();
       } else {
         out += c;
-        word_has_slash = word_has_slash || c == '/';
+        has_slash = has_slash || c == '/';
       }
     }
+    // What the last word holds now: only its new part (and a name's length before) is read.
+    const std::size_t from = std::max(word_start, line_start > overlap ? line_start - overlap : 0);
+    const std::string_view added = std::string_view(out).substr(from);
+    has_prefix = has_prefix || added.find(kind_name(LockKind::repository)) != std::string_view::npos ||
+                 added.find(kind_name(LockKind::global_setup)) != std::string_view::npos;
+    has_name = has_name || holds_lock_name(added);
   }
   return out;
 }
