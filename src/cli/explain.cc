@@ -42,8 +42,9 @@ constexpr CommandHelp help{
     "does (a guard with its lock), and prints the one next command, or the check to make\n"
     "first. Run as root, a path in another account's area is judged as that account (read\n"
     "from the path's apnea-<uid>). Changes nothing.",
-    "Exit status: 0 nothing named needs attention (an entry that is gone: Apnea can run),\n"
-    "1 something does, 2 usage error or standard input over 256 KiB, 3 the lock area is\n"
+    "Exit status: 0 every path named was judged and none needs attention (an entry that is\n"
+    "gone: Apnea can run), 1 something does, or a path was not judged (another area, '..',\n"
+    "relative, over 64 paths), 2 usage error or TEXT or standard input over 256 KiB, 3 the lock area is\n"
     "unsafe, unreadable or another account's, 4 the text names no lock, guard, candidate,\n"
     "tombstone or lock area path."};
 
