@@ -146,3 +146,11 @@ TEST_CASE("a directory longer than PATH_MAX is no path") {
   const std::string long_ok = "/" + std::string(4000, 'a') + "/" + name;
   CHECK(paths(read_pasted(long_ok)) == std::vector<std::string>{long_ok});
 }
+
+TEST_CASE("pids: at most 64, so a long paste of them stays linear") {
+  std::string text;
+  for (int i = 1; text.size() + 16 < max_pasted_bytes; ++i) text += "pid " + std::to_string(i) + ", ";
+  const PastedText pasted = read_pasted(text);
+  CHECK(pasted.pids.size() == max_pasted_paths);
+  CHECK(pasted.pids.front() == "1");
+}

@@ -280,10 +280,12 @@ std::vector<std::string> area_paths(std::string_view text, std::string_view lowe
   return found;
 }
 
-/// Every "pid N" of the text (any case; `pid: N`, `pid=N`, `pid #N`), the digits in order.
+/// Every "pid N" of the text (any case; `pid: N`, `pid=N`, `pid #N`), the digits in order;
+/// the first max_pasted_paths of them (each is looked up among those before).
 std::vector<std::string> pids_of(std::string_view lower) {
   std::vector<std::string> pids;
-  for (std::size_t at = lower.find("pid"); at != std::string_view::npos; at = lower.find("pid", at + 1)) {
+  for (std::size_t at = lower.find("pid"); at != std::string_view::npos && pids.size() < max_pasted_paths;
+       at = lower.find("pid", at + 1)) {
     if (at > 0 && is_word(lower[at - 1]) && lower[at - 1] != '-') continue;
     std::size_t pos = at + 3;
     while (pos < lower.size() && (lower[pos] == ' ' || lower[pos] == ':' || lower[pos] == '=' ||

@@ -34,7 +34,7 @@ struct FoundPath {
 struct PastedText {
   std::vector<const ApneaError*> errors;  ///< each error recognised, in the text's order
   std::vector<FoundPath> paths;           ///< entries (and areas) named, in order, each once
-  std::vector<std::string> pids;          ///< "pid N" mentioned, in order, each once
+  std::vector<std::string> pids;          ///< "pid N" mentioned, in order, each once (at most 64)
   bool more_paths = false;                ///< the text names more than max_pasted_paths
 };
 
