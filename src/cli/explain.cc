@@ -44,9 +44,10 @@ constexpr CommandHelp help{
     "from the path's apnea-<uid>). Changes nothing.",
     "Exit status: 0 every path named was judged and none needs attention (an entry that is\n"
     "gone: Apnea can run), 1 something does, or a path was not judged (another area, '..',\n"
-    "relative, over 64 paths), 2 usage error or TEXT or standard input over 256 KiB, 3 the lock area is\n"
-    "unsafe, unreadable or another account's, 4 the text names no lock, guard, candidate,\n"
-    "tombstone or lock area path."};
+    "relative, over 64 paths), 2 usage error, TEXT or standard input over 256 KiB, or (root)\n"
+    "a path outside an apnea-<uid> area without --user, 3 the lock area is unsafe,\n"
+    "unreadable or another account's, 4 the text names no lock, guard, candidate, tombstone\n"
+    "or lock area path."};
 
 constexpr std::string_view command_name = help.name;
 
