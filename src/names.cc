@@ -15,13 +15,6 @@
 
 namespace apnea_locks {
 
-namespace {
-// The protocol's entry names (PROTOCOL.md section 2), spelled here only.
-constexpr std::string_view guard_suffix = ".reclaim";
-constexpr std::string_view candidate_infix = ".candidate.";
-constexpr std::string_view tombstone_infix = ".tombstone.";
-}  // namespace
-
 std::string_view role_suffix(EntryRole role) {
   switch (role) {
     case EntryRole::reclaim_guard: return guard_suffix;
@@ -92,7 +85,7 @@ std::string lock_name(LockKind kind, std::string_view key) {
   const std::string_view prefix = kind_name(kind);
   std::string name;
   name.reserve(prefix.size() + key.size() + 6);
-  name.append(prefix).append("-").append(key).append(".lock");
+  name.append(prefix).append("-").append(key).append(lock_name_suffix);
   return name;
 }
 
@@ -112,14 +105,12 @@ SysResult<LocatedLock> locate_lock(System& system, const std::string& lock_direc
   return canonical_lock(lock_directory, kind, std::move(*canonical));
 }
 
-namespace {
-bool is_key(std::string_view text) {
+bool is_lock_key(std::string_view text) {
   if (text.size() != 64) return false;
   for (char c : text)
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
 }
-}  // namespace
 
 SysResult<std::string> repository_lock_path(System& system, const std::string& lock_directory,
                                             const std::string& root) {
@@ -143,11 +134,10 @@ std::string EntryName::lock_name() const {
 std::string_view lock_name_view(std::string_view name, const EntryName& parsed, std::string& scratch) {
   if (parsed.kind == LockKind::unknown) return {};
   const std::string_view prefix = kind_name(parsed.kind);
-  constexpr std::string_view lock_suffix = ".lock";
-  const std::size_t size = prefix.size() + 1 + parsed.key.size() + lock_suffix.size();
+  const std::size_t size = prefix.size() + 1 + parsed.key.size() + lock_name_suffix.size();
   if (name.size() >= size && name.starts_with(prefix) && name[prefix.size()] == '-' &&
       name.substr(prefix.size() + 1, parsed.key.size()) == parsed.key &&
-      name.substr(size - lock_suffix.size(), lock_suffix.size()) == lock_suffix)
+      name.substr(size - lock_name_suffix.size(), lock_name_suffix.size()) == lock_name_suffix)
     return name.substr(0, size);
   scratch = parsed.lock_name();
   return scratch;
@@ -167,7 +157,7 @@ EntryName parse_entry_name(std::string_view name) {
   }
   if (kind == LockKind::unknown || rest.size() < 64 + 5) return out;
   std::string_view key = rest.substr(0, 64);
-  if (!is_key(key) || rest.substr(64, 5) != ".lock") return out;
+  if (!is_lock_key(key) || rest.substr(64, 5) != lock_name_suffix) return out;
   std::string_view tail = rest.substr(69);
   EntryRole role = EntryRole::unknown;
   std::string_view suffix;

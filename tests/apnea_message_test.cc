@@ -97,3 +97,60 @@ TEST_CASE("pids: each once, in order, in the forms a ticket has") {
   CHECK(read_pasted("pid 5, PID: 6, pid=7, pid #8, pid 5 again, rapid 9, pid 10x").pids ==
         std::vector<std::string>{"5", "6", "7", "8"});
 }
+
+TEST_CASE("a control byte ends a path: what is printed is what is judged") {
+  // A NUL (lstat would stop at it), an ESC, a DEL: word breaks, never part of the path.
+  for (char c : {'\0', '\x1b', '\x7f', '\x01'}) {
+    CAPTURE(static_cast<int>(c));
+    const std::string text = std::string("/home/u/x") + c + lock;
+    CHECK(paths(read_pasted(text)) == std::vector<std::string>{lock});
+  }
+}
+
+TEST_CASE("quotes of any script before a path are not part of it; a relative path stays relative") {
+  CHECK(paths(read_pasted("see \xe2\x80\x9c" + lock + "\xe2\x80\x9d now")) == std::vector<std::string>{lock});
+  CHECK(paths(read_pasted("see \xc2\xab" + lock + "\xc2\xbb")) == std::vector<std::string>{lock});
+  // Not made absolute from its inner '/': explain refuses it rather than guess.
+  CHECK(paths(read_pasted("in tmp/x/" + name)) == std::vector<std::string>{"tmp/x/" + name});
+}
+
+TEST_CASE("a re-wrap after a whole candidate name invents no entry") {
+  const PastedText pasted = read_pasted("holds " + lock + ".candidate.ab12\nThanks, Ann");
+  CHECK(paths(pasted) == std::vector<std::string>{lock + ".candidate.ab12"});
+  // A name cut by a re-wrap is still joined again.
+  const PastedText cut = read_pasted("holds " + lock.substr(0, 70) + "\n" + lock.substr(70) + " now");
+  REQUIRE(!cut.paths.empty());
+  CHECK(cut.paths[0].path == lock);
+}
+
+TEST_CASE("a large paste: bounded, at most 64 paths, the cap reported") {
+  // One lock path a line, 256 KiB of them: each line holds a whole name, so none is glued
+  // to the next, and only the first max_pasted_paths are kept.
+  std::string text;
+  std::vector<std::string> locks;
+  for (int i = 0; text.size() + 200 < max_pasted_bytes; ++i) {
+    locks.push_back(area + "/" + lock_name(LockKind::repository, lock_key(LockKind::repository, "/src/" + std::to_string(i))));
+    text += locks.back() + "\n";
+  }
+  const PastedText pasted = read_pasted(text);
+  REQUIRE(pasted.paths.size() == max_pasted_paths);
+  CHECK(pasted.more_paths);
+  CHECK(pasted.paths.front().path == locks.front());
+  CHECK(pasted.paths.back().path == locks[max_pasted_paths - 1]);
+  for (const FoundPath& found : pasted.paths) CHECK(found.alternatives.empty());
+  CHECK_FALSE(read_pasted("at " + lock).more_paths);
+}
+
+TEST_CASE("a directory longer than PATH_MAX is no path") {
+  CHECK(read_pasted("/" + std::string(5000, 'a') + "/" + name).paths.empty());
+  const std::string long_ok = "/" + std::string(4000, 'a') + "/" + name;
+  CHECK(paths(read_pasted(long_ok)) == std::vector<std::string>{long_ok});
+}
+
+TEST_CASE("pids: at most 64, so a long paste of them stays linear") {
+  std::string text;
+  for (int i = 1; text.size() + 16 < max_pasted_bytes; ++i) text += "pid " + std::to_string(i) + ", ";
+  const PastedText pasted = read_pasted(text);
+  CHECK(pasted.pids.size() == max_pasted_paths);
+  CHECK(pasted.pids.front() == "1");
+}

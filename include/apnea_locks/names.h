@@ -60,6 +60,17 @@ std::string candidate_path(std::string_view lock, std::string_view token);
 /// A tombstone of the lock at `lock`: `<lock>.tombstone.<uuid>`.
 std::string tombstone_path(std::string_view lock, std::string_view uuid);
 
+/// The protocol's entry names (PROTOCOL.md section 2), spelled here only: what ends a lock's
+/// name, a reclaim guard's suffix, and the infixes before a candidate's token and a
+/// tombstone's uuid.
+inline constexpr std::string_view lock_name_suffix = ".lock";
+inline constexpr std::string_view guard_suffix = ".reclaim";
+inline constexpr std::string_view candidate_infix = ".candidate.";
+inline constexpr std::string_view tombstone_infix = ".tombstone.";
+
+/// True when `text` is a lock key: exactly 64 lowercase hex digits.
+bool is_lock_key(std::string_view text);
+
 /// What an entry of the lock directory is.
 enum class EntryRole { lock, candidate, tombstone, reclaim_guard, unknown };
 

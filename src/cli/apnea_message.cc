@@ -71,9 +71,15 @@ namespace {
 
 constexpr std::string_view fallback_id = "remove-manually";
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+/// A word break: a space, or any control byte (NUL, tab, newline, ESC..., DEL). A path never
+/// holds one as printed, and lstat would stop at a NUL: so a path is never judged past one.
+bool is_space(char c) {
+  const auto byte = static_cast<unsigned char>(c);
+  return byte <= 0x20 || byte == 0x7f;
+}
 
-bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+/// The longest directory read in front of an entry name (PATH_MAX): a longer one is none.
+constexpr std::size_t max_directory = 4096;
 
 bool is_word(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
@@ -116,32 +122,52 @@ std::vector<std::string_view> unquoted_lines(std::string_view text) {
   return lines;
 }
 
-/// The last whitespace-separated word of `line`.
-std::string_view last_word(std::string_view line) {
-  const std::size_t space = line.find_last_of(" \t");
-  return space == std::string_view::npos ? line : line.substr(space + 1);
+std::optional<std::size_t> entry_name_at(std::string_view text, std::size_t at);
+
+/// True when `text` holds a whole lock name (`<kind>-<key>.lock`).
+bool holds_lock_name(std::string_view text) {
+  for (std::size_t at = text.find_first_of("rg"); at != std::string_view::npos; at = text.find_first_of("rg", at + 1))
+    if (entry_name_at(text, at)) return true;
+  return false;
 }
 
 /// The lines joined into one: with a space, or (`tight`) with nothing where a line ends
 /// inside what looks like a path (its last word holds a `/` or starts an entry name), as a
-/// re-wrap breaks one. Whitespace runs become one space.
+/// re-wrap breaks one. A word that already holds a whole lock name, or is already as long as
+/// a directory may be, is never glued to the next line. Whitespace and control bytes become
+/// one space. Linear: what the current word holds is tracked as it grows.
 std::string joined(const std::vector<std::string_view>& lines, bool tight) {
+  // Longer than any lock name: a name cut at a line end is seen whole once the line is added.
+  constexpr std::size_t overlap = 128;
   std::string out;
+  std::size_t word_start = 0;  // where the last word of `out` starts
+  bool has_slash = false, has_prefix = false, has_name = false;  // what that word holds
+  auto new_word = [&] {
+    out += ' ';
+    word_start = out.size();
+    has_slash = has_prefix = has_name = false;
+  };
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (i > 0 && !out.empty()) {
-      const std::string_view word = last_word(out);
-      const bool inside = tight && !lines[i].empty() &&
-                          (word.find('/') != std::string_view::npos || word.find("repository-") != std::string_view::npos ||
-                           word.find("global-setup-") != std::string_view::npos);
-      if (!inside) out += ' ';
+    if (i > 0 && !out.empty() && out.back() != ' ') {
+      const bool inside = tight && !lines[i].empty() && !is_space(lines[i].front()) &&
+                          out.size() - word_start <= max_directory && !has_name && (has_slash || has_prefix);
+      if (!inside) new_word();
     }
+    const std::size_t line_start = out.size();
     for (char c : lines[i]) {
       if (is_space(c)) {
-        if (!out.empty() && out.back() != ' ') out += ' ';
+        if (!out.empty() && out.back() != ' ') new_word();
       } else {
         out += c;
+        has_slash = has_slash || c == '/';
       }
     }
+    // What the last word holds now: only its new part (and a name's length before) is read.
+    const std::size_t from = std::max(word_start, line_start > overlap ? line_start - overlap : 0);
+    const std::string_view added = std::string_view(out).substr(from);
+    has_prefix = has_prefix || added.find(kind_name(LockKind::repository)) != std::string_view::npos ||
+                 added.find(kind_name(LockKind::global_setup)) != std::string_view::npos;
+    has_name = has_name || holds_lock_name(added);
   }
   return out;
 }
@@ -163,17 +189,19 @@ std::string lowered(std::string_view text, bool fold_hyphens) {
 /// `.candidate.TOKEN` or `.tombstone.UUID`): its length, or nothing.
 std::optional<std::size_t> entry_name_at(std::string_view text, std::size_t at) {
   std::size_t pos = at;
-  for (std::string_view prefix : {std::string_view("repository-"), std::string_view("global-setup-")}) {
-    if (text.substr(at, prefix.size()) == prefix) pos = at + prefix.size();
+  for (LockKind kind : {LockKind::repository, LockKind::global_setup}) {
+    const std::string_view prefix = kind_name(kind);  // then '-'
+    if (text.substr(at, prefix.size()) == prefix && text.substr(at + prefix.size(), 1) == "-")
+      pos = at + prefix.size() + 1;
   }
-  if (pos == at) return std::nullopt;
-  for (int i = 0; i < 64; ++i, ++pos)
-    if (pos >= text.size() || !is_hex(text[pos])) return std::nullopt;
-  if (text.substr(pos, 5) != ".lock") return std::nullopt;
-  pos += 5;
-  if (text.substr(pos, 8) == ".reclaim" && (pos + 8 >= text.size() || !is_word(text[pos + 8])))
-    return pos + 8 - at;
-  for (std::string_view role : {std::string_view(".candidate."), std::string_view(".tombstone.")}) {
+  if (pos == at || !is_lock_key(text.substr(pos, 64))) return std::nullopt;
+  pos += 64;
+  if (text.substr(pos, lock_name_suffix.size()) != lock_name_suffix) return std::nullopt;
+  pos += lock_name_suffix.size();
+  const std::size_t guard_end = pos + guard_suffix.size();
+  if (text.substr(pos, guard_suffix.size()) == guard_suffix && (guard_end >= text.size() || !is_word(text[guard_end])))
+    return guard_end - at;
+  for (std::string_view role : {candidate_infix, tombstone_infix}) {
     if (text.substr(pos, role.size()) != role) continue;
     std::size_t end = pos + role.size();
     while (end < text.size() && is_word(text[end])) ++end;
@@ -182,36 +210,52 @@ std::optional<std::size_t> entry_name_at(std::string_view text, std::size_t at) 
   return pos - at;
 }
 
+/// True for a byte a relative path's first component may end with before its `/`.
+bool relative_path_byte(char c) { return is_word(c) || c == '.' || c == '~'; }
+
 /// The directory part in front of the entry name at `name_at`: back to the start of the
-/// word, and across spaces to an earlier word starting with `/` (a TMPDIR with spaces),
-/// at most four words back. Empty for a bare name.
-std::string_view directory_before(std::string_view text, std::size_t name_at) {
-  if (name_at == 0 || text[name_at - 1] != '/') return {};
-  std::size_t start = name_at;
-  while (start > 0 && !is_space(text[start - 1]) && !opens(text[start - 1])) --start;
+/// word, from its first `/` (quotes of any script before it dropped), and across spaces to an
+/// earlier word starting with `/` (a TMPDIR with spaces), at most four words back. Empty for a
+/// bare name; relative (no leading `/`) when the word is; nothing when longer than PATH_MAX.
+std::optional<std::string_view> directory_before(std::string_view text, std::size_t name_at) {
+  if (name_at == 0 || text[name_at - 1] != '/') return std::string_view();
+  const std::size_t limit = name_at > max_directory ? name_at - max_directory : 0;
+  auto word_start = [&](std::size_t end) {
+    std::size_t start = end;
+    while (start > limit && !is_space(text[start - 1]) && !opens(text[start - 1])) --start;
+    // From the word's first '/', unless a relative path's component is in front of it.
+    const std::size_t slash = text.find('/', start);
+    if (slash < end && slash > start && !relative_path_byte(text[slash - 1])) start = slash;
+    return start;
+  };
+  std::size_t start = word_start(name_at);
+  if (start == limit && limit > 0) return std::nullopt;
   std::size_t word = start;
-  for (int words = 0; words < 4 && text[word] != '/' && word > 1 && text[word - 1] == ' '; ++words) {
-    std::size_t earlier = word - 1;
-    while (earlier > 0 && !is_space(text[earlier - 1]) && !opens(text[earlier - 1])) --earlier;
-    if (earlier == word - 1) break;
+  for (int words = 0; words < 4 && text[word] != '/' && word > limit + 1 && text[word - 1] == ' '; ++words) {
+    const std::size_t earlier = word_start(word - 1);
+    if (earlier == word - 1 || earlier == limit) break;
     word = earlier;
     if (text[word] == '/') start = word;
   }
   return text.substr(start, name_at - start);
 }
 
-/// Every entry path of `text`, in order (a path is what precedes its name, and the name).
-std::vector<std::pair<std::string, std::string>> entry_paths(std::string_view text) {
+/// Every entry path of `text`, in order (a path is what precedes its name, and the name),
+/// each (name, path) once; at most `most` of them.
+std::vector<std::pair<std::string, std::string>> entry_paths(std::string_view text, std::size_t most) {
   std::vector<std::pair<std::string, std::string>> found;  // (entry name, path)
-  for (std::size_t at = 0; at < text.size(); ++at) {
+  for (std::size_t at = 0; at < text.size() && found.size() < most; ++at) {
     if (text[at] != 'r' && text[at] != 'g') continue;
     if (at > 0 && (is_word(text[at - 1]) || text[at - 1] == '.')) continue;
     const auto length = entry_name_at(text, at);
     if (!length) continue;
     const std::string name(text.substr(at, *length));
-    if (parse_entry_name(name).role == EntryRole::unknown) continue;
-    found.emplace_back(name, std::string(directory_before(text, at)) + name);
     at += *length - 1;
+    if (parse_entry_name(name).role == EntryRole::unknown) continue;
+    const auto directory = directory_before(text, at + 1 - *length);
+    if (!directory) continue;  // longer than PATH_MAX: no path Apnea printed
+    std::pair<std::string, std::string> entry(name, std::string(*directory) + name);
+    if (std::find(found.begin(), found.end(), entry) == found.end()) found.push_back(std::move(entry));
   }
   return found;
 }
@@ -226,18 +270,22 @@ std::vector<std::string> area_paths(std::string_view text, std::string_view lowe
       while (start < text.size() && (text[start] == ' ' || opens(text[start]))) ++start;
       std::size_t end = start;
       while (end < text.size() && !is_space(text[end])) ++end;
-      std::string path(text.substr(start, end - start));
+      std::string path(text.substr(start, std::min(end - start, max_directory + 1)));
+      if (const auto slash = path.find('/'); slash != std::string::npos && slash > 0 && !relative_path_byte(path[slash - 1]))
+        path.erase(0, slash);  // “/tmp/apnea-1000”: from the first '/'
       while (!path.empty() && trailing_punctuation(path.back())) path.pop_back();
-      if (path.starts_with('/')) found.push_back(std::move(path));
+      if (path.starts_with('/') && path.size() <= max_directory) found.push_back(std::move(path));
     }
   }
   return found;
 }
 
-/// Every "pid N" of the text (any case; `pid: N`, `pid=N`, `pid #N`), the digits in order.
+/// Every "pid N" of the text (any case; `pid: N`, `pid=N`, `pid #N`), the digits in order;
+/// the first max_pasted_paths of them (each is looked up among those before).
 std::vector<std::string> pids_of(std::string_view lower) {
   std::vector<std::string> pids;
-  for (std::size_t at = lower.find("pid"); at != std::string_view::npos; at = lower.find("pid", at + 1)) {
+  for (std::size_t at = lower.find("pid"); at != std::string_view::npos && pids.size() < max_pasted_paths;
+       at = lower.find("pid", at + 1)) {
     if (at > 0 && is_word(lower[at - 1]) && lower[at - 1] != '-') continue;
     std::size_t pos = at + 3;
     while (pos < lower.size() && (lower[pos] == ' ' || lower[pos] == ':' || lower[pos] == '=' ||
@@ -274,13 +322,25 @@ PastedText read_pasted(std::string_view text) {
   for (const auto& [at, error] : matched) pasted.errors.push_back(error);
 
   // Each entry once, by name: the spaced reading's path when it is absolute, else the tight
-  // one's (a path broken by a re-wrap); the other reading kept as an alternative.
-  const auto spaced_paths = entry_paths(spaced);
-  const auto tight_paths = entry_paths(tight);
+  // one's (a path broken by a re-wrap); the other reading kept as an alternative. A tight
+  // reading that only extends a spaced absolute path (the next line's first word glued to
+  // a whole name: `.candidate.TOKEN` + `Thanks`) is no entry. At most max_pasted_paths.
+  auto spaced_paths = entry_paths(spaced, max_pasted_paths + 1);
+  auto tight_paths = entry_paths(tight, max_pasted_paths + 1);
+  std::erase_if(tight_paths, [&](const auto& tight_entry) {
+    return std::any_of(spaced_paths.begin(), spaced_paths.end(), [&](const auto& spaced_entry) {
+      return spaced_entry.second.starts_with('/') && spaced_entry.first != tight_entry.first &&
+             tight_entry.second.starts_with(spaced_entry.second);
+    });
+  });
   std::vector<std::string> names;
   for (const auto* list : {&spaced_paths, &tight_paths})
     for (const auto& [name, path] : *list)
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  if (names.size() > max_pasted_paths) {
+    names.resize(max_pasted_paths);
+    pasted.more_paths = true;
+  }
   for (const std::string& name : names) {
     std::vector<std::string> readings;
     for (const auto* list : {&spaced_paths, &tight_paths})
@@ -293,6 +353,10 @@ PastedText read_pasted(std::string_view text) {
     pasted.paths.push_back(std::move(found));
   }
   for (std::string& area : area_paths(spaced, lowered(spaced, false))) {
+    if (pasted.paths.size() >= max_pasted_paths) {
+      pasted.more_paths = true;
+      break;
+    }
     const bool seen = std::any_of(pasted.paths.begin(), pasted.paths.end(),
                                   [&](const FoundPath& p) { return p.path == area; });
     if (!seen) pasted.paths.push_back(FoundPath{std::move(area), true, {}});

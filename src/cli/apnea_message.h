@@ -34,8 +34,12 @@ struct FoundPath {
 struct PastedText {
   std::vector<const ApneaError*> errors;  ///< each error recognised, in the text's order
   std::vector<FoundPath> paths;           ///< entries (and areas) named, in order, each once
-  std::vector<std::string> pids;          ///< "pid N" mentioned, in order, each once
+  std::vector<std::string> pids;          ///< "pid N" mentioned, in order, each once (at most 64)
+  bool more_paths = false;                ///< the text names more than max_pasted_paths
 };
+
+/// The most paths read_pasted reports: a message names one or two, a ticket a few.
+inline constexpr std::size_t max_pasted_paths = 64;
 
 /// The most text `explain` reads from standard input: 256 KiB.
 inline constexpr std::size_t max_pasted_bytes = 256 * 1024;
@@ -44,7 +48,8 @@ inline constexpr std::size_t max_pasted_bytes = 256 * 1024;
 /// re-wrap is joined again), each Apnea error found by its phrases, every lock, guard,
 /// candidate and tombstone path (and lock area path after one of Apnea's area messages)
 /// with the punctuation of its sentence (`.`, `,`, `)`, quotes, backticks) dropped, and the
-/// pids.
+/// pids. A path starts at its word's first `/`; a control byte (NUL included) ends it; a
+/// directory longer than PATH_MAX is none. Linear in the text's size.
 PastedText read_pasted(std::string_view text);
 
 }  // namespace apnea_locks::cli

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "cli/apnea_message.h"
 #include "cli/area.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "cli/json_writer.h"
 #include "cli/options.h"
 #include "cli/terminal.h"
@@ -40,10 +42,12 @@ constexpr CommandHelp help{
     "does (a guard with its lock), and prints the one next command, or the check to make\n"
     "first. Run as root, a path in another account's area is judged as that account (read\n"
     "from the path's apnea-<uid>). Changes nothing.",
-    "Exit status: 0 nothing named needs attention (an entry that is gone: Apnea can run),\n"
-    "1 something does, 2 usage error or standard input over 256 KiB, 3 the lock area is\n"
-    "unsafe, unreadable or another account's, 4 the text names no lock, guard, candidate,\n"
-    "tombstone or lock area path."};
+    "Exit status: 0 every path named was judged and none needs attention (an entry that is\n"
+    "gone: Apnea can run), 1 something does, or a path was not judged (another area, '..',\n"
+    "relative, over 64 paths), 2 usage error, TEXT or standard input over 256 KiB, or (root)\n"
+    "a path outside an apnea-<uid> area without --user, 3 the lock area is unsafe,\n"
+    "unreadable or another account's, 4 the text names no lock, guard, candidate, tombstone\n"
+    "or lock area path."};
 
 constexpr std::string_view command_name = help.name;
 
@@ -65,6 +69,7 @@ struct Explained {
   std::string note;                  ///< why not judged; or what the message's pid tells
   bool area = false;                 ///< a lock area path (Apnea's area errors)
   std::string state, reason, next;   ///< for an area: its check and the next step
+  std::optional<AreaCheck> check;    ///< for an area: the check made
 
   bool gone() const { return judged && !judged->facts.stat; }
   bool needs_attention() const { return judged && judged->verdict.needs_attention; }
@@ -121,27 +126,21 @@ std::expected<std::string, int> read_standard_input(System& system) {
   return text;
 }
 
-/// The last component of `path`.
-std::string base_name(std::string_view path) {
-  const auto slash = path.rfind('/');
-  return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
-/// True when the directory of `path` may exist (lstat does not say ENOENT or ENOTDIR): the
-/// reading of a re-wrapped path to prefer. A bare name always may.
+/// True when the directory of the absolute `path` may exist (lstat does not say ENOENT or
+/// ENOTDIR): the reading of a re-wrapped path to prefer.
 bool plausible(System& system, const std::string& path) {
-  if (path.find('/') == std::string::npos) return true;
   auto st = system.lstat(node_dirname(node_normalize(path)));
   return st || (st.error() != std::errc::no_such_file_or_directory && st.error() != std::errc::not_a_directory);
 }
 
-/// The uid whose area `directory` is: the `apnea-<uid>` it lies in, else its owner.
-std::optional<std::uint32_t> area_uid(System& system, const std::string& directory) {
+/// The uid whose area `directory` is, from the shape Apnea prints only:
+/// `<tmp>/apnea-<uid>/operation-locks`. Nothing for any other directory (its owner says
+/// nothing about whose Apnea used it).
+std::optional<std::uint32_t> area_uid(const std::string& directory) {
+  if (base_name(directory) != "operation-locks") return std::nullopt;
   const std::string top = base_name(node_dirname(directory));
-  if (top.starts_with("apnea-"))
-    if (auto uid = decimal_uid(std::string_view(top).substr(6))) return uid;
-  if (auto st = system.lstat(directory)) return st->uid;
-  return std::nullopt;
+  if (!top.starts_with("apnea-")) return std::nullopt;
+  return decimal_uid(std::string_view(top).substr(6));
 }
 
 /// The account name of `uid` as --user takes it: its name, else the uid in decimal.
@@ -168,8 +167,9 @@ Explained explain_area(System& system, const std::string& given) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const std::string directory = base_name(path).starts_with("apnea-") ? node_join(path, "operation-locks") : path;
   const std::string top = node_dirname(directory);
-  const std::optional<std::uint32_t> uid = area_uid(system, directory);
+  const std::optional<std::uint32_t> uid = area_uid(directory);
   const AreaCheck check = check_area(system, directory, uid.value_or(system.uid()));
+  out.check = check;
   out.state = check.name();
   out.reason = check.message();
   switch (check.problem) {
@@ -218,7 +218,17 @@ void judge_entries(System& system, const ExplainOptions& given, Explanation& ex,
   const auto first = std::find_if(paths.begin(), paths.end(),
                                   [](const std::string& path) { return path.find('/') != std::string::npos; });
   if (o.area.user.empty() && first != paths.end()) {
-    if (auto uid = area_uid(system, node_dirname(node_normalize(*first))); uid && *uid != system.uid()) {
+    const std::string directory = node_dirname(node_normalize(*first));
+    const std::optional<std::uint32_t> uid = area_uid(directory);
+    if (!uid && system.uid() == 0 &&
+        node_normalize(directory) != node_normalize(lock_directory_for_uid(system, system.uid()))) {
+      ex.problem = fmt::format("{} is not in a lock area of the shape Apnea prints "
+                               "(<tmp>/apnea-<uid>/operation-locks): cannot tell whose it is; add --user NAME",
+                               *first);
+      ex.status = exit_usage;
+      return;
+    }
+    if (uid && *uid != system.uid()) {
       if (system.uid() != 0) {
         ex.problem = other_account(system, *first, *uid);
         ex.status = exit_unsafe;
@@ -295,18 +305,12 @@ void judge_entries(System& system, const ExplainOptions& given, Explanation& ex,
       entry.judged->facts.path = path;
     }
     const EntryFacts& facts = entry.judged->facts;
-    // No flag removes it now: the next step is the policy's, and where it only says that
-    // --force is needed, --force's own (what still blocks it, with --not-owner words).
-    const Decision& decision = entry.judged->decision;
-    entry.next = decision.next_step;
-    if (decision.fix.empty() && decision.action == PlanAction::refuse && !settings->flags.force) {
-      const Decision forced = decide(facts, entry.judged->verdict, RemovalFlags{true, settings->flags.guard_age},
-                                     settings->judge.now_ns);
-      if (forced.action == PlanAction::refuse && !forced.next_step.empty()) entry.next = forced.next_step;
-    }
-    if (facts.owner && facts.owner->owner && !ex.pasted.pids.empty()) {
+    // The policy's next step, as inspect prints it for the same entry.
+    entry.next = entry.judged->decision.next_step;
+    // Only a text with one pid says which pid the message named for this entry.
+    if (facts.owner && facts.owner->owner && ex.pasted.pids.size() == 1) {
       const std::string pid = pid_text(facts.owner->owner->pid);
-      if (std::find(ex.pasted.pids.begin(), ex.pasted.pids.end(), pid) == ex.pasted.pids.end())
+      if (ex.pasted.pids.front() != pid)
         entry.note = fmt::format("the text names pid {}; the record now names pid {}: the lock was "
                                  "taken again since",
                                  ex.pasted.pids.front(), pid);
@@ -329,10 +333,19 @@ Explanation explain(System& system, const ExplainOptions& o, const std::string& 
   for (const FoundPath& found : ex.pasted.paths) {
     if (found.area) continue;
     std::string path = found.path;
-    for (const std::string& reading : found.alternatives)
-      if (!plausible(system, path) && plausible(system, reading)) path = reading;
+    // Only between absolute readings: a bare name (a line broken after a '/') would move the
+    // judgement to this account's own area.
+    if (path.starts_with('/'))
+      for (const std::string& reading : found.alternatives)
+        if (reading.starts_with('/') && !plausible(system, path) && plausible(system, reading)) path = reading;
+    if (path.find('/') != std::string::npos && !path.starts_with('/')) {
+      elsewhere.push_back(Explained{path, std::nullopt, nullptr,
+                                    "not judged: a relative path (paste the absolute path Apnea printed)",
+                                    false, {}, {}, {}, {}});
+      continue;
+    }
     if (!typed_area_path(path)) {
-      elsewhere.push_back(Explained{path, std::nullopt, nullptr, "not judged: a '..' component", false, {}, {}, {}});
+      elsewhere.push_back(Explained{path, std::nullopt, nullptr, "not judged: a '..' component", false, {}, {}, {}, {}});
       continue;
     }
     const std::string directory = path.find('/') == std::string::npos ? std::string() : node_dirname(node_normalize(path));
@@ -344,21 +357,34 @@ Explanation explain(System& system, const ExplainOptions& o, const std::string& 
                                     fmt::format("not judged: in another lock area than {} (run apnea-locks "
                                                 "explain on it alone)",
                                                 *area_directory),
-                                    false, {}, {}, {}});
+                                    false, {}, {}, {}, {}});
     }
   }
   if (!in_area.empty()) {
     judge_entries(system, o, ex, in_area);
   } else {
-    for (const FoundPath& found : ex.pasted.paths)
-      if (found.area) ex.entries.push_back(explain_area(system, found.path));
+    for (const FoundPath& found : ex.pasted.paths) {
+      if (!found.area) continue;
+      ex.entries.push_back(explain_area(system, found.path));
+      if (!ex.check) ex.check = ex.entries.back().check;  // the JSON's "area": the first checked
+    }
     for (const Explained& area : ex.entries) {
       if (area.state != "ok" && area.state != "gone")
         ex.status = exit_unsafe;
     }
   }
   const bool judged = !ex.entries.empty() || ex.problem;
+  const std::size_t not_judged = elsewhere.size();
   for (Explained& other : elsewhere) ex.entries.push_back(std::move(other));
+  if (judged && !ex.problem && (not_judged > 0 || ex.pasted.more_paths)) {
+    // Something named was not judged: never "nothing needs attention".
+    ex.problem = ex.pasted.more_paths
+                     ? fmt::format("the text names more than {} paths: only the first {} were read; "
+                                   "explain the rest separately",
+                                   max_pasted_paths, max_pasted_paths)
+                     : fmt::format("{} path(s) of the text were not judged (each entry says why)", not_judged);
+    ex.status = std::max(ex.status, exit_attention);
+  }
   if (ex.pasted.paths.empty()) {
     ex.problem = "the text names no lock, reclaim guard, candidate, tombstone or lock area path: "
                  "paste Apnea's whole message (it names the lock's path)";
@@ -446,7 +472,12 @@ void write_json(const Explanation& ex) {
   for (const ApneaError* error : ex.pasted.errors) write_error(error);
   json.end_array();
   json.key("pids").begin_array();
-  for (const std::string& pid : ex.pasted.pids) json.number_text(pid);
+  for (const std::string& pid : ex.pasted.pids) {
+    // Digits as written ("007", twenty of them) are no JSON number: only a pid 1..2^31-1.
+    std::int32_t value = 0;
+    const auto [end, error] = std::from_chars(pid.data(), pid.data() + pid.size(), value);
+    if (error == std::errc() && end == pid.data() + pid.size() && value > 0) json.integer(value);
+  }
   json.end_array();
   json.key("lock_dir").optional_string(ex.lock_dir);
   json.key("user").optional_string(ex.acting_for.empty() ? std::nullopt : std::optional(ex.acting_for));
@@ -520,7 +551,14 @@ int explain_command(const std::vector<std::string>& args) {
     if (!read) return read.error();
     text = std::move(*read);
   } else {
-    for (const std::string& word : o.text) text += (text.empty() ? "" : " ") + word;
+    for (const std::string& word : o.text) {
+      text += (text.empty() ? "" : " ") + word;
+      if (text.size() > max_pasted_bytes) {
+        print_error(command_name, fmt::format("TEXT is larger than {} KiB: pass Apnea's message alone",
+                                              max_pasted_bytes / 1024));
+        return exit_usage;
+      }
+    }
   }
   const Explanation ex = explain(system, o, text);
   if (o.json) {

@@ -21,6 +21,7 @@
 #include "apnea_locks/survey.h"
 #include "cli/area.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "cli/entry_report.h"
 #include "cli/hint_text.h"
 #include "cli/json_writer.h"
@@ -81,13 +82,6 @@ struct Inspection {
   std::int64_t now_ns = 0;
   bool colour = false;
 };
-
-std::string base_name(const std::string& path) {
-  std::string trimmed = path;
-  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  const auto slash = trimmed.rfind('/');
-  return slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
-}
 
 std::string stat_line(const FileStat& st, std::int64_t now_ns) {
   return fmt::format("{}, mode {}, uid {}, size {}, mtime {} (age {}), inode {}", file_type_name(st.type),
