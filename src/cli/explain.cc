@@ -554,9 +554,9 @@ int explain_command(const std::vector<std::string>& args) {
     for (const std::string& word : o.text) {
       text += (text.empty() ? "" : " ") + word;
       if (text.size() > max_pasted_bytes) {
-        print_error(command_name, fmt::format("TEXT is larger than {} KiB: pass Apnea's message alone",
-                                              max_pasted_bytes / 1024));
-        return exit_usage;
+        return command_error(command_name, exit_usage,
+                             fmt::format("TEXT is larger than {} KiB: pass Apnea's message alone",
+                                         max_pasted_bytes / 1024));
       }
     }
   }
