@@ -254,6 +254,16 @@ TEST_CASE("wrap breaks prose at spaces and keeps layout") {
   CHECK(wrap("  -o, --output   columns to show", 21, "      ") == "  -o, --output\n      columns to show");
   CHECK(wrap("unbreakable-word-longer-than-width next", 10) == "unbreakable-word-longer-than-width\nnext");
   CHECK(wrap("fits", 0) == "fits");
+  // Split: a word longer than the width is cut into lines ending in `\` (the shell joins
+  // them back), never inside a UTF-8 character, and no line is wider than the width.
+  CHECK(wrap("rm -- /a/very/long/path/x next", 10, "  ", LongWords::split) ==
+        "rm --\n  /a/very\\\n/long/pat\\\nh/x next");
+  const std::string split = wrap("x /\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4, "", LongWords::split);
+  CHECK(split == "x\n/\xc3\xa9\xc3\xa9\\\n\xc3\xa9\xc3\xa9\xc3\xa9");
+  for (std::size_t at = 0, end = 0; at < split.size(); at = end + 1) {
+    end = std::min(split.find('\n', at), split.size());
+    CHECK(display_width(std::string_view(split).substr(at, end - at)) <= 4);
+  }
 }
 
 TEST_CASE("a fix command wraps into lines that still paste as one command") {

@@ -159,6 +159,18 @@ struct Incident {
 
 }  // namespace
 
+// issue 32 item 4: a footer whose next step is prose naming a lock path (the live-malformed
+// one's chmod, over 100 columns) fits too: the path is split with a trailing backslash.
+TEST_CASE("status on an 80-column terminal: a next step naming a long path is split, no line wider") {
+  Incident incident;
+  REQUIRE(incident.live.ok());
+  const TerminalRun run = on_terminal(incident.status({"--state", "live-malformed"}), 80, incident.env());
+  CAPTURE(run.screen);
+  CHECK(run.screen.find("next step: if pid ") != std::string::npos);
+  CHECK(run.screen.find("chmod 600 --") != std::string::npos);
+  for (const std::string& line : lines_of(run.screen)) CHECK_MESSAGE(columns_of(line) <= 80, line);
+}
+
 TEST_CASE("status on an 80- and a 200-column terminal: no line wider, the footer there") {
   Incident incident;
   REQUIRE(incident.live.ok());

@@ -325,7 +325,9 @@ class Output {
     const bool colour = terminal_.colour;
     const std::string dir = printable(area.directory);
     std::string out;
-    auto say = [&](const std::string& line) { out += wrap(line, width, "  ") + "\n"; };
+    // A lock path in the prose (over 100 columns) is split with a trailing `\`, so that no
+    // line is wider than the terminal.
+    auto say = [&](const std::string& line) { out += wrap(line, width, "  ", LongWords::split) + "\n"; };
     if (summary.shown == 0) {
       if (check.problem == AreaProblem::missing && summary.scanned == 0)
         say(fmt::format("No entries: {} does not exist yet (Apnea has taken no lock there).", dir));

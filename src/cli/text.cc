@@ -113,7 +113,7 @@ std::string shorten(std::string_view text, std::size_t width, Cut cut, std::stri
   return std::string(ellipsis) + std::string(text.substr(start));
 }
 
-std::string wrap(std::string_view text, std::size_t width, std::string_view indent) {
+std::string wrap(std::string_view text, std::size_t width, std::string_view indent, LongWords long_words) {
   if (width == 0) return std::string(text);
   std::string out;
   std::string line(text);
@@ -127,6 +127,22 @@ std::string wrap(std::string_view text, std::size_t width, std::string_view inde
          at != std::string::npos; at = line.find(' ', at + 1)) {
       if (display_width(std::string_view(line).substr(0, at)) > width) break;
       cut = at;
+    }
+    if (cut == std::string::npos && long_words == LongWords::split && width > 1) {
+      // The longest head that fits with its `\`, never inside a UTF-8 character.
+      std::size_t head = 0;
+      for (std::size_t at = 1; at <= line.size(); ++at) {
+        if (at < line.size() && (static_cast<unsigned char>(line[at]) & 0xC0) == 0x80) continue;
+        if (display_width(std::string_view(line).substr(0, at)) > width - 1) break;
+        head = at;
+      }
+      if (head > 0 && head < line.size()) {
+        out.append(line, 0, head);
+        out += "\\\n";
+        line.erase(0, head);  // from column 0: the shell joins it to the head
+        first = false;
+        continue;
+      }
     }
     if (cut == std::string::npos) {  // one long word: it keeps its line
       cut = line.find(' ', start == std::string::npos ? line.size() : start);

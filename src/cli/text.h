@@ -39,10 +39,18 @@ enum class Cut {
 std::string shorten(std::string_view text, std::size_t width, Cut cut = Cut::end,
                     std::string_view ellipsis = "...");
 
+/// How wrap treats a word longer than the width.
+enum class LongWords {
+  keep,   ///< it gets a line of its own, wider than the width
+  split,  ///< cut into lines of at most the width that end in `\`, the next piece from column
+          ///< 0: a shell joins them back into the one word (a path inside a command)
+};
+
 /// Splits prose into lines of at most `width` columns at spaces (a word longer than the
-/// width gets a line of its own); every line after the first starts with `indent`.
-/// `width` 0: one line.
-std::string wrap(std::string_view text, std::size_t width, std::string_view indent = {});
+/// width: see LongWords); every line after the first starts with `indent`. `width` 0: one
+/// line.
+std::string wrap(std::string_view text, std::size_t width, std::string_view indent = {},
+                 LongWords long_words = LongWords::keep);
 
 /// File mode as four octal digits ("0700").
 std::string format_mode(std::uint32_t mode);
