@@ -160,15 +160,15 @@ TEST_CASE("signals sent to run are forwarded to the command; the lock outlives i
     Scratch scratch;
     const auto lock = repository_lock(scratch);
     const std::string marker = scratch.root + "/marker";
-    // The command traps the signal, records it, and exits 0 only after a grace the lock
-    // must still be held through (it checks the lock exists before exiting). Its background
-    // job says "ready" once it has exec'd a fresh shell: a signal sent before that exec
-    // could be lost (the forked child still runs the trap), and the job would then keep
-    // run's session, and so the lock, alive; $! names it from the moment it is forked.
+    // The command catches the signal, records it and whether the lock is still held, and
+    // exits 0. Perl runs a handler at its next operation, whenever the signal came (before
+    // its sleep too); a shell's `trap ...; job & wait $!` loses a signal that lands between
+    // the fork and the wait, which a loaded machine showed (issue 33).
     const std::string script =
-        "trap 'echo trapped >\"$0\"; [ -d \"$1\" ] && echo held >>\"$0\"; kill $!; exit 0' "
-        "TERM INT HUP QUIT; sh -c 'echo ready; exec sleep 1000' & wait $!";
-    SpawnedProcess run(run_args(scratch, {"--json"}, {"sh", "-c", script, marker, lock}));
+        "$SIG{$_} = sub { open(my $f, '>', $ARGV[0]) or die; print $f \"trapped\\n\"; "
+        "print $f \"held\\n\" if -d $ARGV[1]; close $f; exit 0 } for qw(TERM INT HUP QUIT); "
+        "$| = 1; print \"ready\\n\"; sleep 1000 while 1";
+    SpawnedProcess run(run_args(scratch, {"--json"}, {"perl", "-e", script, marker, lock}));
     REQUIRE(run.read_line(Stream::out, 30s) == "ready");
     run.signal(sig);
     const auto status = run.wait(30s);
