@@ -174,6 +174,20 @@ TEST_CASE("signals sent to run are forwarded to the command; the lock outlives i
     const auto status = run.wait(30s);
     CAPTURE(run.err());  // run's events, if it did not end with the command's 0 (issue 33)
     CAPTURE(read_file(marker));
+    // Where the signal is, if it did not arrive: the command's and its shim's signal state.
+    std::string where;
+    if (status != 0)
+      for (const auto& event : events(run.err()))
+        if (event.at("event") == "started") {
+          const std::string child = std::to_string(event.at("child_pid").to_number<long>());
+          where = read_file("/proc/" + child + "/status");
+          const std::string stat = read_file("/proc/" + child + "/stat");
+          std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+          std::string state, ppid, pgrp, session;
+          fields >> state >> ppid >> pgrp >> session;
+          where += "--- shim " + session + "\n" + read_file("/proc/" + session + "/status");
+        }
+    CAPTURE(where);
     REQUIRE(status == 0);
     CHECK(read_file(marker) == "trapped\nheld\n");
     CHECK_FALSE(exists(lock));
