@@ -13,10 +13,12 @@
 
 #include "apnea_locks/lock_area.h"
 #include "detail/lock.h"
+#include "flock_holder.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
 using namespace apnea_locks::detail;
+using apnea_locks::testing::FlockHolder;
 using apnea_locks::testing::StagedProcess;
 using apnea_locks::testing::StagedSystem;
 using apnea_locks::testing::TempDir;
@@ -205,26 +207,11 @@ TEST_CASE("taking over is removing: a dead owner's lock that a process holds a f
   Fixture f;
   f.plant(f.target.lock_path, dead_pid, "dead");
   f.system.clock_offset_ns = minute_and_more;
-  const int fd = ::open(f.target.lock_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  int ready[2];
-  REQUIRE(::pipe(ready) == 0);
-  const pid_t shim = ::fork();  // shares the descriptor, as the shim shares run's
-  REQUIRE(shim >= 0);
-  if (shim == 0) {
-    ::close(ready[1]);
-    char byte = 0;
-    [[maybe_unused]] auto got = ::read(ready[0], &byte, 1);  // until the test is done
-    ::_exit(0);
-  }
-  ::close(ready[0]);
-  REQUIRE(::flock(fd, LOCK_SH) == 0);
-  ::close(fd);
+  FlockHolder shim(f.target.lock_path);  // shares the descriptor, as the shim shares run's
   auto refused = acquire(f.system, f.target, apnea_options(LockKind::repository));
   CHECK_FALSE(refused);
   CHECK(f.token_at(f.target.lock_path) == "dead");
-  ::close(ready[1]);
-  ::waitpid(shim, nullptr, 0);
+  shim.release();
   auto held = acquire(f.system, f.target, apnea_options(LockKind::repository));
   REQUIRE(held);
   CHECK(f.token_at(f.target.lock_path) == held->owner().token);

@@ -13,6 +13,7 @@
 #include "apnea_locks/lock.h"
 #include "apnea_locks/survey.h"
 #include "area_builder.h"
+#include "flock_holder.h"
 #include "staged_system.h"
 
 using namespace apnea_locks;
@@ -186,21 +187,7 @@ TEST_CASE("a lock whose owner is proven dead is reclaimed; nothing else is left"
 TEST_CASE("a lock another process holds a flock on is not removed, though its owner is dead") {
   Area a;
   make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid));
-  const int fd = ::open(a.lock.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  int ready[2];
-  REQUIRE(::pipe(ready) == 0);
-  const pid_t shim = ::fork();  // shares the descriptor, as the shim shares run's
-  REQUIRE(shim >= 0);
-  if (shim == 0) {
-    ::close(ready[1]);
-    char byte = 0;
-    [[maybe_unused]] auto got = ::read(ready[0], &byte, 1);  // until the test is done
-    ::_exit(0);
-  }
-  ::close(ready[0]);
-  REQUIRE(::flock(fd, LOCK_SH) == 0);
-  ::close(fd);  // the shim's copy of the descriptor keeps the flock
+  FlockHolder shim(a.lock);  // shares the descriptor, as the shim shares run's
   const auto before = snapshot(a.lock);
   for (bool force : {false, true}) {
     CAPTURE(force);
@@ -210,8 +197,7 @@ TEST_CASE("a lock another process holds a flock on is not removed, though its ow
     CHECK(a.entries() == std::vector<std::string>{a.lock_name});  // no tombstone, no guard left
     CHECK(snapshot(a.lock) == before);
   }
-  ::close(ready[1]);  // the shim ends: so does its flock
-  ::waitpid(shim, nullptr, 0);
+  shim.release();  // the shim ends: so does its flock
   CHECK(a.reclaim(a.lock_name, false).outcome == RepairOutcome::removed);
   CHECK(a.entries().empty());
 }
