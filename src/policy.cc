@@ -101,6 +101,16 @@ std::string alive_blocker(const Verdict& verdict) {
   return fmt::format("its owner pid {} is not proven dead ({})", verdict.blocking_pid, verdict.reason);
 }
 
+/// Who traces `traced` (state t): the tracer's pid and command when /proc said, else where
+/// to look.
+std::string tracer_text(const ProcessInfo& traced) {
+  if (traced.tracer_pid <= 0)
+    return fmt::format("state t: a debugger or strace; its pid is TracerPid in /proc/{}/status", traced.pid);
+  if (traced.tracer_command.empty())
+    return fmt::format("state t: tracer pid {}, a debugger or strace", traced.tracer_pid);
+  return fmt::format("state t: tracer pid {} '{}'", traced.tracer_pid, traced.tracer_command);
+}
+
 std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
   if (verdict.death.blocker && verdict.death.blocker->state == 'T') {
     // A stopped process takes SIGTERM only when it goes on: `kill PID` alone changes nothing.
@@ -112,11 +122,11 @@ std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
   if (verdict.death.blocker && verdict.death.blocker->state == 't') {
     // Under a tracer even SIGKILL leaves it counted alive (a zombie with threads) until the
     // tracer detaches.
-    return fmt::format("pid {0} is stopped by a tracer (state t: a debugger or strace; its pid is "
-                       "TracerPid in /proc/{0}/status): detach or quit the tracer first, since "
-                       "until then even kill -9 leaves pid {0} alive; then, if it is a stuck Apnea, "
-                       "end it (kill {0}) and run reclaim again{1}",
-                       verdict.death.blocker->pid, not_owner_step(*verdict.death.blocker, facts));
+    return fmt::format("pid {0} is stopped by a tracer ({1}): detach or quit the tracer first, "
+                       "since until then even kill -9 leaves pid {0} alive; then, if it is a stuck "
+                       "Apnea, end it (kill {0}) and run reclaim again{2}",
+                       verdict.death.blocker->pid, tracer_text(*verdict.death.blocker),
+                       not_owner_step(*verdict.death.blocker, facts));
   }
   if (verdict.death.blocker) {
     return fmt::format("if pid {0} is a stuck Apnea, stop it (kill {0}), then run reclaim again; "
@@ -330,11 +340,8 @@ std::string unpause_step(const ProcessInfo& holder) {
       return fmt::format("let pid {0} go on (kill -CONT {0}) or end it (kill {0}; kill -CONT {0}), "
                          "then run again", pid);
     case Pause::traced:
-      return holder.tracer_pid != 0
-          ? fmt::format("detach the tracer of pid {} (pid {}: quit the debugger or strace), then "
-                        "run again", pid, holder.tracer_pid)
-          : fmt::format("detach the tracer of pid {} (TracerPid in /proc/{}/status), then run "
-                        "again", pid, pid);
+      return fmt::format("detach the tracer of pid {} ({}: quit the debugger or strace), then run "
+                         "again", pid, tracer_text(holder));
     case Pause::disk_sleep:
       return fmt::format("wait until pid {} leaves uninterruptible sleep (state D: its I/O is "
                          "stuck), then run again", pid);

@@ -406,6 +406,14 @@ std::optional<ProcessInfo> read_process(std::string_view root, std::int64_t pid,
     }
   }
   if (auto nspid = status_field(status, "NSpid")) info.nspid = parse_ints(*nspid);
+  info.tracer_pid = parse_int(status_field(status, "TracerPid").value_or(""));
+  if (info.tracer_pid > 0 && info.tracer_pid <= INT_MAX) {
+    // Rare (a debugger or strace): one more read, so a refusal can name who to detach.
+    info.tracer_command = read_small_file(process_path(root, info.tracer_pid, "/cmdline"));
+    while (!info.tracer_command.empty() && info.tracer_command.back() == '\0') info.tracer_command.pop_back();
+    for (char& c : info.tracer_command)
+      if (c == '\0') c = ' ';
+  }
   struct stat mounts {};
   if (::fstatat(dir, "ns/mnt", &mounts, 0) == 0) info.mount_namespace = static_cast<std::uint64_t>(mounts.st_ino);
   else info.mount_info = read_limited_at(dir, "mountinfo", std::size_t{64} << 20, true);  // proof 4's other way

@@ -226,7 +226,16 @@ TEST_CASE("a guard: its lock judged first, then the guard, both named") {
   CHECK(lock_at < guard_at);
   CHECK(done.out.find("stale (pid-dead; certain proof)") != std::string::npos);
   CHECK(done.out.find("guarded at " + a.lock + ".reclaim") != std::string::npos);  // the lock's why
+  // The guard is young (in flight for a survey), but Apnea is refused while it is there.
+  CHECK(done.out.substr(guard_at).find("state:     in-flight (guard-recent)\n") != std::string::npos);
+  CHECK(done.out.substr(guard_at).find("attention: yes\n") != std::string::npos);
   CHECK(exists(a.lock + ".reclaim"));
+
+  // Its lock released since: only the guard is left, and it still needs attention (exit 1).
+  std::filesystem::remove_all(a.lock);
+  Finished guard_only = a.explain({guarded_message(a.lock)});
+  CAPTURE(guard_only.out);
+  CHECK(guard_only.status == 1);
 }
 
 TEST_CASE("raced, and a lock that is gone: Apnea can run, exit 0") {

@@ -126,6 +126,23 @@ TEST_CASE("a normal process: state, start time, ids, threads, NSpid and its comm
   CHECK(info->command == "node /usr/bin/apnea --flag");
 }
 
+TEST_CASE("a traced process: its tracer's pid and command line; none when TracerPid is 0") {
+  ProcTree tree;
+  std::string status = status_text("node", 4242, "1000\t1000\t1000\t1000", "4242");
+  status.replace(status.find("TracerPid:\t0"), 12, "TracerPid:\t4300");
+  tree.process(4242, stat_line(4242, "node", 't', 4200), status, "node\0apnea\0"s);
+  tree.process(4300, stat_line(4300, "gdb", 'S', 4250),
+               status_text("gdb", 4300, "1000\t1000\t1000\t1000", "4300"), "gdb\0-p\0" "4242\0"s);
+  auto traced = tree.read(4242);
+  REQUIRE(traced);
+  CHECK(traced->tracer_pid == 4300);
+  CHECK(traced->tracer_command == "gdb -p 4242");
+  auto tracer = tree.read(4300);
+  REQUIRE(tracer);
+  CHECK(tracer->tracer_pid == 0);
+  CHECK(tracer->tracer_command.empty());
+}
+
 TEST_CASE("its mount namespace, or when that cannot be read its mountinfo (proof 4)") {
   ProcTree tree;
   for (const std::int64_t pid : {50, 51}) {

@@ -493,6 +493,12 @@ TEST_CASE("Apnea's paths as given: a guard that stays needs attention; a lock go
     CHECK(guarded.out.find("  next step: ") != std::string::npos);
     CHECK(exists(a.entry(".reclaim")));
   }
+  // inspect of the same path: in flight for a survey, but it needs attention (exit 1).
+  Finished inspected = finish({locks_bin(), "inspect", a.entry(".reclaim")});
+  CAPTURE(inspected.out);
+  CHECK(inspected.status == 1);
+  CHECK(inspected.out.find("attention:   yes\n") != std::string::npos);
+  CHECK(inspected.out.find("next step:   ") != std::string::npos);
   REQUIRE(::rmdir(a.entry(".reclaim").c_str()) == 0);
   REQUIRE(finish({locks_bin(), "reclaim", "--yes", a.lock}).status == 0);
   // Released (here: removed) since the message named it: nothing blocks Apnea there.

@@ -222,20 +222,35 @@ TEST_CASE("a live owner is refused even with --force, and nothing is touched") {
 }
 
 // issue 32 item 2: `kill PID` does nothing to a stopped owner until it goes on, and a traced
-// one stays alive even after kill -9 until its tracer detaches: the next step says so.
-TEST_CASE("a stopped or traced live owner: the next step says kill -CONT, or to detach the tracer") {
+// one stays alive even after kill -9 until its tracer detaches: the next step says so, names
+// the tracer, and the lock needs attention (it is not released by itself).
+TEST_CASE("a stopped or traced live owner: the next step says kill -CONT, or names the tracer to detach") {
   for (const char state : {'T', 't', 'S'}) {
-    CAPTURE(state);
-    Area a;
-    constexpr std::int64_t paused = 6002;
-    a.system.processes[paused] = StagedProcess{0, ProcessInfo{state, paused, ::getuid(), 0, "apnea"}};
-    make_entry(a.dir, a.lock_name, owner_json(paused));
-    const Decision decision = a.plan(a.lock_name, true).second;
-    CHECK(decision.action == PlanAction::refuse);
-    CAPTURE(decision.next_step);
-    CHECK((decision.next_step.find("kill 6002; kill -CONT 6002") != std::string::npos) == (state == 'T'));
-    CHECK((decision.next_step.find("TracerPid in /proc/6002/status") != std::string::npos) == (state == 't'));
-    CHECK((decision.next_step.find("stop it (kill 6002)") != std::string::npos) == (state == 'S'));
+    for (const bool tracer_known : {true, false}) {
+      CAPTURE(state);
+      CAPTURE(tracer_known);
+      Area a;
+      constexpr std::int64_t paused = 6002;
+      ProcessInfo owner{state, paused, ::getuid(), 0, "apnea"};
+      if (state == 't' && tracer_known) {
+        owner.tracer_pid = 6003;
+        owner.tracer_command = "gdb -p 6002";
+      }
+      a.system.processes[paused] = StagedProcess{0, owner};
+      make_entry(a.dir, a.lock_name, owner_json(paused));
+      a.policy.settings.judge.now_ns = a.system.now_ns();
+      const auto [verdict, decision] = judge_entry(a.facts(a.lock_name), a.policy.settings, nullptr);
+      CHECK(verdict.state == EntryState::live);
+      CHECK(verdict.needs_attention == (state != 'S'));
+      CHECK(decision.action == PlanAction::refuse);
+      CAPTURE(decision.next_step);
+      CHECK((decision.next_step.find("kill 6002; kill -CONT 6002") != std::string::npos) == (state == 'T'));
+      CHECK((decision.next_step.find("tracer pid 6003 'gdb -p 6002'") != std::string::npos) ==
+            (state == 't' && tracer_known));
+      CHECK((decision.next_step.find("TracerPid in /proc/6002/status") != std::string::npos) ==
+            (state == 't' && !tracer_known));
+      CHECK((decision.next_step.find("stop it (kill 6002)") != std::string::npos) == (state == 'S'));
+    }
   }
 }
 

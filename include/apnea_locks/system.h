@@ -108,10 +108,13 @@ struct ProcessInfo {
   /// The text of /proc/<pid>/mountinfo, read only when `mount_namespace` cannot be (any
   /// account may read it): what this process's mounts are, for proof 4.
   std::optional<std::string> mount_info{};
-  /// Filled by paused_processes only: why it may be paused, its tracer (`TracerPid`), and
-  /// for a frozen one the cgroup directory that said so.
-  Pause pause = Pause::none;
+  /// Its tracer (`TracerPid` of /proc/<pid>/status; 0 when none) and the tracer's command
+  /// line ("" when none or unreadable): who keeps a process in state `t` alive.
   std::int64_t tracer_pid = 0;
+  std::string tracer_command{};
+  /// Filled by paused_processes only: why it may be paused, and for a frozen one the cgroup
+  /// directory that said so.
+  Pause pause = Pause::none;
   std::string frozen_cgroup{};
   /// Filled for possible owners only (runtime_processes): its executable and its working
   /// directory.

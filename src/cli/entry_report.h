@@ -19,6 +19,14 @@ void write_entry_json(JsonWriter& json, const EntryView& entry);
 /// One sentence explaining a proof of death, for inspect.
 std::string_view proof_explanation(DeathProof proof);
 
+/// Whether an entry named by its path (Apnea's message names it, the operator passed it)
+/// needs attention: when its verdict says so, and for any reclaim guard that is there, even
+/// one still at work, since Apnea is refused ("reclamation is guarded") while it exists. A
+/// survey of the whole area counts a young guard as in flight; a path given is asked about.
+inline bool named_needs_attention(const EntryFacts& facts, const Verdict& verdict) {
+  return verdict.needs_attention || (facts.stat && facts.parsed.role == EntryRole::reclaim_guard);
+}
+
 /// The name of a signal probe's answer: "ok", "ESRCH", "EPERM", "not-signalable", ...
 std::string signal_answer(int signal_errno);
 

@@ -23,6 +23,7 @@
 #include "cli/area.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/entry_report.h"
 #include "cli/json_writer.h"
 #include "cli/options.h"
 #include "cli/terminal.h"
@@ -72,7 +73,7 @@ struct Explained {
   std::optional<AreaCheck> check;    ///< for an area: the check made
 
   bool gone() const { return judged && !judged->facts.stat; }
-  bool needs_attention() const { return judged && judged->verdict.needs_attention; }
+  bool needs_attention() const { return judged && named_needs_attention(judged->facts, judged->verdict); }
   /// The one next command: the fix, else the policy's next step (`next`, set by
   /// judge_entries).
   std::string next_step() const {
@@ -443,7 +444,7 @@ void print_text(const Explanation& ex) {
       if (e.label) line("label", printable(e.label->path));
       line("state", state_text(e));
       if (j.verdict.apnea_verdict) line("apnea", apnea_verdict_name(*j.verdict.apnea_verdict));
-      line("attention", j.verdict.needs_attention ? "yes" : "no");
+      line("attention", e.needs_attention() ? "yes" : "no");
       line("why", printable(j.decision.why));
     }
     if (!e.note.empty()) line("note", printable(e.note));

@@ -382,6 +382,7 @@ void judge_entry(System& system, EntryJudge& judge, const LabelIndex& labels,
     if (const EntryLabel* label = labels.find(in.facts.parsed.lock_name())) in.label = *label;
   Judgement judged = judge.judge(in.facts, in.known_label());
   in.verdict = std::move(judged.verdict);
+  in.verdict.needs_attention = named_needs_attention(in.facts, in.verdict);  // it was asked about
   in.decision = std::move(judged.decision);
   if (in.facts.stat && in.facts.stat->type == FileType::directory)
     in.owner_file = gather_owner_file(system, path);
