@@ -476,6 +476,50 @@ TEST_CASE("the lock path from Apnea's message works without --lock-dir, wherever
   CHECK(missing.status == 3);
 }
 
+// issue 32 item 5: a name as the table and the footers cut it, copied with the sentence's '.'.
+TEST_CASE("a LOCKPATH cut with '…' names the one entry it matches, in every command") {
+  Area a;
+  const std::string name = a.lock.substr(a.dir.size() + 1);
+  make_entry(a.dir, name, owner_json(dead_pid()));
+  const std::string cut = a.dir + "/" + name.substr(0, 24) + "\u2026.lock";
+  Finished inspected = finish({locks_bin(), "inspect", cut + "."});
+  CAPTURE(inspected.out);
+  CAPTURE(inspected.err);
+  CHECK(inspected.status == 1);
+  CHECK(inspected.out.find("path:        " + a.lock + "\n") != std::string::npos);
+  Finished listed = finish({locks_bin(), "status", "-n", "-o", "name", cut});
+  CAPTURE(listed.err);
+  CHECK(listed.status == 1);
+  CHECK(listed.out == name + "\n");
+  // Another entry with the same start: the cut is ambiguous, and nothing is removed.
+  const std::string twin = name.substr(0, 24) + std::string(name.size() - 29, 'f') + ".lock";
+  REQUIRE(twin.size() == name.size());
+  make_entry(a.dir, twin, owner_json(dead_pid()));
+  Finished ambiguous = finish({locks_bin(), "reclaim", "--yes", cut});
+  CAPTURE(ambiguous.err);
+  CHECK(ambiguous.status == 2);
+  CHECK(ambiguous.err.find("2 entries of " + a.dir + " match it (" + name + ", " + twin + ")") != std::string::npos);
+  CHECK(exists(a.lock));
+  // Given more of the name it is one again, and reclaim removes that one only.
+  const std::string longer = a.dir + "/" + name.substr(0, 40) + "\u2026";
+  Finished removed = finish({locks_bin(), "reclaim", "--yes", longer});
+  CAPTURE(removed.out);
+  CAPTURE(removed.err);
+  CHECK(removed.status == 0);
+  CHECK_FALSE(exists(a.lock));
+  CHECK(exists(a.dir + "/" + twin));
+  Finished gone = finish({locks_bin(), "inspect", longer});
+  CHECK(gone.status == 2);
+  CHECK(gone.err.find("no entry of " + a.dir + " matches it") != std::string::npos);
+  // An area that is not safe is never listed to match a cut name: its check says why.
+  const std::string link = a.scratch.root + "/link-area";
+  REQUIRE(::symlink(a.dir.c_str(), link.c_str()) == 0);
+  Finished unsafe = finish({locks_bin(), "inspect", link + "/" + twin.substr(0, 30) + "\u2026"});
+  CAPTURE(unsafe.err);
+  CHECK(unsafe.status == 3);
+  CHECK(unsafe.err.find("symlink") != std::string::npos);
+}
+
 // issue 32 item 3: the paths Apnea's message prints, passed as they are.
 TEST_CASE("Apnea's paths as given: a guard that stays needs attention; a lock gone since is no failure") {
   Area a;

@@ -96,6 +96,59 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
   return area;
 }
 
+namespace {
+
+/// U+2026 in UTF-8: how status and the footers cut a long name.
+constexpr std::string_view ellipsis = "\xE2\x80\xA6";
+
+/// Replaces each `…`-cut name of `paths` by the one entry of `area` it matches (a listing of
+/// the area, only once it has been checked safe).
+std::expected<void, std::string> resolve_elided(System& system, const LockArea& area,
+                                                std::vector<LockPath>& paths) {
+  if (std::none_of(paths.begin(), paths.end(), [](const LockPath& p) { return p.elided; })) return {};
+  if (!check_lock_area(system, area).safe()) return {};  // the command's own check says why
+  std::vector<std::string> names;
+  if (auto listed = system.list_directory(area.directory, [&](const DirEntry& entry) {
+        if (parse_entry_name(entry.name).role != EntryRole::unknown) names.push_back(entry.name);
+        return true;
+      });
+      !listed)
+    return std::unexpected(fmt::format("{}: {}", printable(area.directory), errno_text(listed.error())));
+  for (LockPath& lock : paths) {
+    if (!lock.elided) continue;
+    const std::size_t at = lock.name.find(ellipsis);
+    const std::string_view prefix = std::string_view(lock.name).substr(0, at);
+    const std::string_view suffix = std::string_view(lock.name).substr(at + ellipsis.size());
+    if (suffix.find(ellipsis) != std::string_view::npos)
+      return std::unexpected(fmt::format("{}: more than one '…' (keep one, where the name was cut)",
+                                         printable(lock.given)));
+    std::vector<std::string> matches;
+    for (const std::string& name : names)
+      if (name.size() >= prefix.size() + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix))
+        matches.push_back(name);
+    if (matches.empty())
+      return std::unexpected(fmt::format("{}: no entry of {} matches it (it was released or removed "
+                                         "since it was listed, or the name is cut elsewhere)",
+                                         printable(lock.given), printable(area.directory)));
+    if (matches.size() > 1) {
+      std::sort(matches.begin(), matches.end());
+      std::string shown;
+      for (std::size_t i = 0; i < matches.size() && i < 3; ++i)
+        shown += (i == 0 ? "" : ", ") + printable(matches[i]);
+      return std::unexpected(fmt::format("{}: {} entries of {} match it ({}{}): give more of the name",
+                                         printable(lock.given), matches.size(), printable(area.directory),
+                                         shown, matches.size() > 3 ? ", ..." : ""));
+    }
+    lock.name = matches.front();
+    lock.entry = parse_entry_name(lock.name);
+    if (!lock.directory.empty()) lock.path = lock.directory + "/" + lock.name;
+    else lock.path = lock.name;
+  }
+  return {};
+}
+
+}  // namespace
+
 std::expected<std::vector<LockPath>, std::string> read_lock_paths(
     System& system, const std::vector<std::string>& given, LockArea& area, bool area_fixed,
     bool apnea_names) {
@@ -110,19 +163,21 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
     lock.name = slash == std::string::npos ? lock.path : lock.path.substr(slash + 1);
     if (slash != std::string::npos) lock.directory = node_dirname(lock.path);
     lock.entry = parse_entry_name(lock.name);
+    lock.elided = lock.name.find(ellipsis) != std::string::npos;
     // A path copied with the sentence around it ("... manually: LOCK."): no entry name ends
     // in punctuation, so one that parses without it is that entry.
     if (lock.entry.role == EntryRole::unknown) {
       std::string trimmed = lock.name;
       while (!trimmed.empty() && std::string_view(".,;:!?)\"'`").find(trimmed.back()) != std::string_view::npos)
         trimmed.pop_back();
-      if (trimmed != lock.name && parse_entry_name(trimmed).role != EntryRole::unknown) {
+      // A cut name is matched later, without the punctuation either.
+      if (trimmed != lock.name && (lock.elided || parse_entry_name(trimmed).role != EntryRole::unknown)) {
         lock.path.resize(lock.path.size() - (lock.name.size() - trimmed.size()));
         lock.name = trimmed;
         lock.entry = parse_entry_name(lock.name);
       }
     }
-    if (apnea_names && lock.entry.role == EntryRole::unknown)
+    if (apnea_names && lock.entry.role == EntryRole::unknown && !lock.elided)
       return std::unexpected(fmt::format("{}: not an Apnea lock entry name", typed));
     if (!lock.directory.empty() && located && paths[*located].directory != lock.directory)
       return std::unexpected(
@@ -130,15 +185,15 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
     if (!located && !lock.directory.empty()) located = paths.size();
     paths.push_back(std::move(lock));
   }
-  if (!located) return paths;
-  const std::string directory = paths[*located].directory;
-  if (directory == node_normalize(area.directory)) return paths;
-  if (area_fixed)
-    return std::unexpected(fmt::format("{}: not an entry of the lock area {}",
-                                       paths[*located].given, node_normalize(area.directory)));
-  area.directory = directory;
-  area.explicit_directory = directory != node_normalize(default_lock_directory(system));
-  area.may_be_absent = false;
+  if (located && paths[*located].directory != node_normalize(area.directory)) {
+    if (area_fixed)
+      return std::unexpected(fmt::format("{}: not an entry of the lock area {}",
+                                         paths[*located].given, node_normalize(area.directory)));
+    area.directory = paths[*located].directory;
+    area.explicit_directory = area.directory != node_normalize(default_lock_directory(system));
+    area.may_be_absent = false;
+  }
+  if (auto resolved = resolve_elided(system, area, paths); !resolved) return std::unexpected(resolved.error());
   return paths;
 }
 

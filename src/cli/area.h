@@ -70,11 +70,18 @@ struct LockPath {
   std::string directory;  ///< the lock area it names (node_dirname); empty for a bare name
   std::string name;       ///< the entry name: the last component
   EntryName entry;        ///< parse_entry_name(name)
+  /// The name as typed held a `…` (U+2026), as status cuts names: read_lock_paths replaced
+  /// it by the one entry of the area that starts with what precedes the `…` and ends with
+  /// what follows it.
+  bool elided = false;
 };
 
 /// The one reading of LOCKPATHs every command shares: each normalised, split into its area
 /// and entry name; they must name one area, which becomes `area` unless `area_fixed` (then
-/// they must be its entries). With `apnea_names`, each must be a name Apnea uses.
+/// they must be its entries). With `apnea_names`, each must be a name Apnea uses. A name cut
+/// with `…` is the area's one entry that matches it, looked up only in an area that passes
+/// check_lock_area (else it stays as typed, and the command's own check says why); none or
+/// several is an error naming them.
 std::expected<std::vector<LockPath>, std::string> read_lock_paths(
     System& system, const std::vector<std::string>& given, LockArea& area, bool area_fixed,
     bool apnea_names = true);
