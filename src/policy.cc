@@ -296,6 +296,11 @@ Decision proven_dead(const EntryFacts& facts, const Verdict& verdict, const Remo
                     verdict.failed_check, proof, proof_class_name(verdict.proof_class))
       : fmt::format("its owner is dead by evidence only ({}; it rests on {})", proof,
                     fmt::join(trusts_of(verdict), " and "));
+  // When --force would refuse too (a possible owner is alive), "needs --force" alone leads
+  // only to that refusal: its reason and next step are this one's.
+  if (auto blocked = possible_owner_blocks(facts, verdict, RemovalFlags{true, flags.guard_age}))
+    return refuse(std::move(why), fmt::format("needs --force, which refuses too: {}; {}", blocked->why,
+                                              blocked->next_step));
   return refuse(std::move(why), "needs --force");
 }
 

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "apnea_incident.h"
 #include "area_builder.h"
 #include "process_util.h"
 #include "run_test_util.h"
@@ -83,149 +84,32 @@ std::vector<Block> runbook_blocks() {
   return blocks;
 }
 
-std::string peer() { return test_env("APNEA_REFERENCE"); }
-
-/// Where apnea-peer keeps its npm packages: the test's own cache, not each scratch home's.
-std::string peer_cache() {
-  if (const char* cache = std::getenv("APNEA_PEER_CACHE"); cache != nullptr && *cache != '\0') return cache;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
-    return std::string(xdg) + "/apnea-peer";
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : "/nonexistent") + "/.cache/apnea-peer";
-}
-
-/// The first use of apnea-peer may install its npm dependencies.
-constexpr auto peer_timeout = 600s;
-
-/// The last JSON object a command printed on stdout.
-json::object last_json(const std::string& out) {
-  std::istringstream lines(out);
-  std::string last;
-  for (std::string line; std::getline(lines, line);)
-    if (line.starts_with("{")) last = line;
-  REQUIRE_MESSAGE(!last.empty(), out);
-  return json::parse(last).as_object();
-}
-
-std::string text(const json::value& value) {
-  return value.is_string() ? std::string(value.as_string()) : json::serialize(value);
-}
-
-/// A directory holding `apnea-locks` (the build under test), to put first in PATH.
-class BinDir {
- public:
-  BinDir() {
-    const std::string link = dir_.path() + "/apnea-locks";
-    REQUIRE(::symlink(test_env("APNEA_LOCKS_BIN").c_str(), link.c_str()) == 0);
+/// Runs one block's commands literally, LOCKPATH replaced; each must exit 0 or 1.
+void run_block(Incident& incident, const Block& block) {
+  if (block.after_s > 0) {
+    const auto ready = incident.staged + std::chrono::seconds(block.after_s + 2);
+    std::this_thread::sleep_until(ready);  // the runbook's "wait until it is N s old"
   }
-  std::string path() const { return dir_.path(); }
-
- private:
-  TempDir dir_;
-};
-
-/// One incident: its own temp dir (TMPDIR: the lock area is Apnea's default there), home and
-/// repository, and what Apnea said.
-struct Incident {
-  std::string name;
-  Scratch scratch;
-  std::map<std::string, std::string> env;
-  std::string cwd;           ///< where the runbook's commands run
-  std::string kind = "repo"; ///< apnea-peer's lock kind
-  std::string target;        ///< the repository root or the home
-  std::string lock;          ///< LOCKPATH: the path in Apnea's message
-  json::object refusal;      ///< Apnea's error
-  std::optional<SpawnedProcess> holder;  ///< a live Apnea holding the lock
-  std::chrono::steady_clock::time_point staged;
-  std::string transcript;    ///< every command with its output, for messages
-
-  Incident(std::string incident, const BinDir& bin) : name(std::move(incident)) {
-    env = {{"TMPDIR", scratch.root},
-           {"HOME", scratch.home},
-           {"APNEA_PEER_CACHE", peer_cache()},
-           {"PATH", bin.path() + ":" + (std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin")}};
-    cwd = scratch.repo;
-    target = scratch.repo;
-  }
-
-  Finished apnea(const std::vector<std::string>& args) {
-    std::vector<std::string> argv{peer()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return finish(argv, env, peer_timeout);
-  }
-
-  /// Apnea holds the lock in a live process (hold: until its stdin ends).
-  void hold() {
-    holder.emplace(std::vector<std::string>{peer(), "hold", kind, target}, env);
-    const auto acquired = holder->read_line_containing(SpawnedProcess::Stream::out, "\"acquired\"", peer_timeout);
-    REQUIRE_MESSAGE(acquired, name << ": apnea-peer hold did not acquire: " << holder->err());
-  }
-
-  /// An Apnea that held the lock was killed: its lock stays with a dead owner.
-  void crash() {
-    hold();
-    holder->signal(SIGKILL);
-    REQUIRE(holder->wait(30s) == 128 + SIGKILL);
-    holder.reset();
-  }
-
-  /// Apnea runs and is refused with `reason`; its message's lock path becomes LOCKPATH.
-  void refused(const std::string& reason) {
-    Finished run = apnea({"acquire", kind, target});
-    CAPTURE(run.out);
-    CAPTURE(run.err);
-    REQUIRE(run.status == 3);
-    refusal = last_json(run.out);
-    REQUIRE(text(refusal.at("reason")) == reason);
-    lock = text(refusal.at("lock_path"));
-    // The message names it (or its guard) as the operator will copy it.
-    REQUIRE(text(refusal.at("message")).find(lock) != std::string::npos);
-    staged = std::chrono::steady_clock::now();
-  }
-
-  /// Runs one block's commands literally, LOCKPATH replaced; each must exit 0 or 1.
-  void run(const Block& block) {
-    if (block.after_s > 0) {
-      const auto ready = staged + std::chrono::seconds(block.after_s + 2);
-      std::this_thread::sleep_until(ready);  // the runbook's "wait until it is N s old"
+  for (const std::string& command : block.commands) {
+    std::string line = command;
+    for (auto at = line.find("LOCKPATH"); at != std::string::npos; at = line.find("LOCKPATH", at)) {
+      const std::string quoted = shell_quote(incident.lock);
+      line.replace(at, 8, quoted);
+      at += quoted.size();
     }
-    for (const std::string& command : block.commands) {
-      std::string line = command;
-      for (auto at = line.find("LOCKPATH"); at != std::string::npos; at = line.find("LOCKPATH", at)) {
-        const std::string quoted = shell_quote(lock);
-        line.replace(at, 8, quoted);
-        at += quoted.size();
-      }
-      Finished done = finish({"sh", "-c", "cd " + shell_quote(cwd) + " && " + line}, env);
-      transcript += fmt::format("$ {}\n[exit {}]\n{}{}", command, done.status.value_or(-1), done.out, done.err);
-      CAPTURE(transcript);
-      CHECK_MESSAGE((done.status == 0 || done.status == 1),
-                    name << ": runbook.md:" << block.line << ": '" << command << "' exited "
-                         << done.status.value_or(-1));
-    }
+    Finished done = finish({"sh", "-c", "cd " + shell_quote(incident.cwd) + " && " + line}, incident.env);
+    incident.transcript += fmt::format("$ {}\n[exit {}]\n{}{}", command, done.status.value_or(-1), done.out, done.err);
+    CAPTURE(incident.transcript);
+    CHECK_MESSAGE((done.status == 0 || done.status == 1),
+                  incident.name << ": runbook.md:" << block.line << ": '" << command << "' exited "
+                       << done.status.value_or(-1));
   }
+}
 
-  void run_blocks(const std::vector<Block>& blocks, bool delayed) {
-    for (const Block& block : blocks)
-      if (block.incidents.count(name) != 0 && (block.after_s > 0) == delayed) run(block);
-  }
-
-  /// Apnea (the reference) takes the lock now.
-  void apnea_acquires() {
-    Finished run = apnea({"acquire", kind, target});
-    CAPTURE(transcript);
-    CAPTURE(run.out);
-    CHECK_MESSAGE(run.status == 0, name << ": Apnea is still refused after the runbook");
-    CHECK(run.out.find("\"event\":\"acquired\"") != std::string::npos);
-  }
-
-  /// An apnea-locks command in this incident's environment.
-  Finished locks(const std::vector<std::string>& args) {
-    std::vector<std::string> argv{test_env("APNEA_LOCKS_BIN")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return finish(argv, env);
-  }
-};
+void run_blocks(Incident& incident, const std::vector<Block>& blocks, bool delayed) {
+  for (const Block& block : blocks)
+    if (block.incidents.count(incident.name) != 0 && (block.after_s > 0) == delayed) run_block(incident, block);
+}
 
 }  // namespace
 
@@ -263,7 +147,7 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     ::close(fd);
   }
   empty.refused("malformed");
-  empty.run_blocks(blocks, false);
+  run_blocks(empty, blocks, false);
   CHECK(exists(empty.lock));  // not yet: it names no pid and is younger than a minute
 
   Incident guard("guard", bin);
@@ -281,14 +165,14 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
   Finished check = guard.locks({"check"});
   CHECK(check.status == 2);
   CHECK(check.out.find("APNEA-LOCKS CRITICAL - 1 reclaim guard blocking Apnea") == 0);
-  guard.run_blocks(blocks, false);
+  run_blocks(guard, blocks, false);
   CHECK(exists(guard.lock + ".reclaim"));  // too young to remove yet
 
   {  // A crashed Apnea's lock, inside the 60 s grace.
     Incident i("dead-lock", bin);
     i.crash();
     i.refused("stale");
-    i.run_blocks(blocks, false);
+    run_blocks(i, blocks, false);
     i.apnea_acquires();
   }
   {  // The global setup lock of a crashed Apnea.
@@ -297,7 +181,7 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     i.target = i.scratch.home;
     i.crash();
     i.refused("stale");
-    i.run_blocks(blocks, false);
+    run_blocks(i, blocks, false);
     i.apnea_acquires();
   }
   {  // From a subdirectory of the repository whose lock Apnea is blocked on.
@@ -311,7 +195,7 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     Finished hint = finish({"sh", "-c", "cd " + shell_quote(i.cwd) + " && apnea-locks reclaim --dry-run"}, i.env);
     CHECK(hint.status == 1);
     CHECK(hint.out.find(i.lock + " of " + i.scratch.repo + " is stale (pid-dead)") != std::string::npos);
-    i.run_blocks(blocks, false);
+    run_blocks(i, blocks, false);
     i.apnea_acquires();
   }
   {  // A live Apnea: nothing the runbook says may remove its lock.
@@ -319,7 +203,7 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     i.hold();
     i.refused("live");
     const std::string before = read_bytes(i.lock + "/owner.json");
-    i.run_blocks(blocks, false);
+    run_blocks(i, blocks, false);
     CHECK(read_bytes(i.lock + "/owner.json") == before);
     CHECK(i.holder->wait(0ms) == std::nullopt);  // still running, still holding
     i.holder->close_stdin();
@@ -335,7 +219,7 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     REQUIRE(::chmod((lock + "/owner.json").c_str(), 0644) == 0);
     i.refused("malformed");
     const std::string before = read_bytes(i.lock + "/owner.json");
-    i.run_blocks(blocks, false);
+    run_blocks(i, blocks, false);
     CHECK(read_bytes(i.lock + "/owner.json") == before);
     Finished classify = i.apnea({"classify", i.lock});
     CHECK(text(last_json(classify.out).at("verdict")) == "live");  // Apnea sees its owner again
@@ -363,8 +247,8 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     std::filesystem::remove_all(empty.lock);
     REQUIRE(::rmdir((guard.lock + ".reclaim").c_str()) == 0);
   } else {
-    empty.run_blocks(blocks, true);
-    guard.run_blocks(blocks, true);
+    run_blocks(empty, blocks, true);
+    run_blocks(guard, blocks, true);
     // Section 4c's last step: the refusal names the possible owners (this test program is
     // one: it counts as a runtime that started before the lock), and the reader, having
     // checked them, adds the refusal's --not-owner words.

@@ -230,6 +230,34 @@ TEST_CASE("record-changed: a live holder's record rewritten in place is not remo
   }
 }
 
+// issue 32: "needs --force" was the whole next step of a malformed record whose pids are
+// dead while a possible owner lives, so --force only led to another refusal.
+TEST_CASE("malformed, its pid dead, a possible owner alive: the next step is --force's refusal's") {
+  TempDir temp;
+  StagedSystem system;
+  const std::string dir = temp / "locks";
+  make_dir(dir);
+  make_entry(dir, fake_lock_name("damaged"), "{\"pid\":2050,\"token\":\"\"}");
+  constexpr std::int64_t node_pid = 20506;
+  ProcessInfo node{'S', node_pid, ::getuid(), 1, "node /usr/lib/apnea/cli.js sync"};
+  node.threads = 1;
+  system.processes[node_pid] = StagedProcess{0, node};
+  system.staged_runtime = std::vector<RuntimeProcess>{{node_pid, "/usr/bin/node", "HOME=/root"}};
+  const auto plain = judged(system, dir, false);
+  REQUIRE(plain.size() == 1);
+  const Decision& decision = plain.front().second;
+  CHECK(decision.action == PlanAction::refuse);
+  CAPTURE(decision.next_step);
+  CHECK(decision.next_step.starts_with("needs --force, which refuses too: "));
+  CHECK(decision.next_step.find("pid 20506") != std::string::npos);
+  CHECK(decision.next_step.find("apnea-locks reclaim --force --not-owner 20506@") != std::string::npos);
+  // With no possible owner, --force would remove it: the step is --force, its fix the command.
+  system.staged_runtime = std::vector<RuntimeProcess>{};
+  const auto alone = judged(system, dir, false);
+  REQUIRE(alone.size() == 1);
+  CHECK(alone.front().second.next_step == "needs --force");
+}
+
 TEST_CASE("a record truncated inside a pid names every pid those digits begin: never removed on a proof") {
   // {"pid":2050 may have been {"pid":20506 (alive, or not probed at all): whatever 2050
   // itself says, no flag removes it on a proof of death.
