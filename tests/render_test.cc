@@ -256,10 +256,17 @@ TEST_CASE("wrap breaks prose at spaces and keeps layout") {
   CHECK(wrap("fits", 0) == "fits");
   // Split: a word longer than the width is cut into lines ending in `\` (the shell joins
   // them back), never inside a UTF-8 character, and no line is wider than the width.
+  // A command inside the prose is never broken at a space: it is cut with `\`, so the
+  // lines from "rm" to the path's end paste as the one command.
   CHECK(wrap("rm -- /a/very/long/path/x next", 10, "  ", LongWords::split) ==
-        "rm --\n  /a/very\\\n/long/pat\\\nh/x next");
+        "rm -- /a/\\\nvery/long\\\n/path/x\n  next");
+  CHECK(wrap("fix it: chmod 600 -- /tmp/area/repository-abc.lock/owner.json (it removes nothing)", 30,
+             "  ", LongWords::split) ==
+        "fix it:\n  chmod 600 -- /tmp/area/repo\\\nsitory-abc.lock/owner.json (it\n  removes nothing)");
+  CHECK(wrap("let it go on (kill -CONT 4242) and wait", 20, "  ", LongWords::split) ==
+        "let it go on\n  (kill -CONT 4242)\n  and wait");
   const std::string split = wrap("x /\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 4, "", LongWords::split);
-  CHECK(split == "x\n/\xc3\xa9\xc3\xa9\\\n\xc3\xa9\xc3\xa9\xc3\xa9");
+  CHECK(split == "x /\\\n\xc3\xa9\xc3\xa9\xc3\xa9\\\n\xc3\xa9\xc3\xa9");
   for (std::size_t at = 0, end = 0; at < split.size(); at = end + 1) {
     end = std::min(split.find('\n', at), split.size());
     CHECK(display_width(std::string_view(split).substr(at, end - at)) <= 4);

@@ -113,6 +113,31 @@ std::string shorten(std::string_view text, std::size_t width, Cut cut, std::stri
   return std::string(ellipsis) + std::string(text.substr(start));
 }
 
+namespace {
+
+/// Whether a line break at the space `at` would cut a command out of the prose around it:
+/// the word after is an option, a path, or a quoted or `$` word, or the word before is an
+/// option or the name of a command the next steps give. ("chmod 600 -- PATH", "kill -CONT
+/// PID", "ps -o pid,args -p PID", "apnea-locks reclaim --force ...": a break inside one
+/// leaves a line that runs a different command when pasted.)
+bool glued_to_command(std::string_view line, std::size_t at) {
+  const std::size_t next = line.find_first_not_of(' ', at);
+  if (next == std::string_view::npos) return false;
+  if (std::string_view("-/\"'$").find(line[next]) != std::string_view::npos) return true;
+  const std::size_t end = line.find_last_not_of(' ', at);
+  if (end == std::string_view::npos) return false;
+  const std::size_t space = line.rfind(' ', end);
+  const std::string_view before = line.substr(space == std::string_view::npos ? 0 : space + 1,
+                                              end - (space == std::string_view::npos ? 0 : space + 1) + 1);
+  if (before.starts_with('-')) return true;
+  const std::string_view name = before.starts_with('(') ? before.substr(1) : before;  // "(kill PID)"
+  for (const std::string_view command : {"apnea-locks", "chmod", "kill", "rmdir", "rm", "ps", "systemctl"})
+    if (name == command) return true;
+  return false;
+}
+
+}  // namespace
+
 std::string wrap(std::string_view text, std::size_t width, std::string_view indent, LongWords long_words) {
   if (width == 0) return std::string(text);
   std::string out;
@@ -126,6 +151,7 @@ std::string wrap(std::string_view text, std::size_t width, std::string_view inde
     for (std::size_t at = line.find(' ', start == std::string::npos ? line.size() : start);
          at != std::string::npos; at = line.find(' ', at + 1)) {
       if (display_width(std::string_view(line).substr(0, at)) > width) break;
+      if (long_words == LongWords::split && glued_to_command(line, at)) continue;
       cut = at;
     }
     if (cut == std::string::npos && long_words == LongWords::split && width > 1) {

@@ -43,7 +43,9 @@ std::string shorten(std::string_view text, std::size_t width, Cut cut = Cut::end
 enum class LongWords {
   keep,   ///< it gets a line of its own, wider than the width
   split,  ///< cut into lines of at most the width that end in `\`, the next piece from column
-          ///< 0: a shell joins them back into the one word (a path inside a command)
+          ///< 0: a shell joins them back into the one word (a path inside a command). Lines
+          ///< also never break inside a command the prose gives (glued_to_command): it is
+          ///< cut with `\` where it must be, so it pastes whole.
 };
 
 /// Splits prose into lines of at most `width` columns at spaces (a word longer than the
