@@ -178,6 +178,7 @@ TEST_CASE("status on an 80- and a 200-column terminal: no line wider, the footer
     CAPTURE(width);
     const TerminalRun run = on_terminal(incident.status(), width, incident.env());
     CAPTURE(run.screen);
+    if (std::getenv("APNEA_LOCKS_SHOW_SCREEN") != nullptr) MESSAGE(run.screen);  // for a note or a review
     CHECK(run.status == 1);
     const auto lines = lines_of(run.screen);
     for (const std::string& line : lines) CHECK_MESSAGE(columns_of(line) <= width, line);
