@@ -392,11 +392,8 @@ void classify_lock(const EntryFacts& facts, const JudgingSettings& settings, Ver
   if (!dead) {
     verdict.state = EntryState::live;
     // Apnea calls it stale (its pid is gone) and will refuse to run, but another pid the
-    // record names may be alive: a human must look. So must one when the live owner is
-    // stopped (state T) or held by a tracer (t): it does not go on, nor release, by itself.
-    const bool owner_stopped = verdict.death.blocker && (verdict.death.blocker->state == 'T' ||
-                                                         verdict.death.blocker->state == 't');
-    verdict.needs_attention = !apnea_live || owner_stopped;
+    // record names may be alive: a human must look.
+    verdict.needs_attention = !apnea_live;
     return;
   }
   verdict.state = EntryState::stale;

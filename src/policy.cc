@@ -101,14 +101,13 @@ std::string alive_blocker(const Verdict& verdict) {
   return fmt::format("its owner pid {} is not proven dead ({})", verdict.blocking_pid, verdict.reason);
 }
 
-/// Who traces `traced` (state t): the tracer's pid and command when /proc said, else where
-/// to look.
+/// Who traces `traced`: the tracer's pid and command when /proc said, else where to look.
 std::string tracer_text(const ProcessInfo& traced) {
   if (traced.tracer_pid <= 0)
-    return fmt::format("state t: a debugger or strace; its pid is TracerPid in /proc/{}/status", traced.pid);
+    return fmt::format("a debugger or strace; its pid is TracerPid in /proc/{}/status", traced.pid);
   if (traced.tracer_command.empty())
-    return fmt::format("state t: tracer pid {}, a debugger or strace", traced.tracer_pid);
-  return fmt::format("state t: tracer pid {} '{}'", traced.tracer_pid, traced.tracer_command);
+    return fmt::format("tracer pid {}, a debugger or strace", traced.tracer_pid);
+  return fmt::format("tracer pid {} '{}'", traced.tracer_pid, traced.tracer_command);
 }
 
 std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
@@ -122,7 +121,7 @@ std::string stop_step(const Verdict& verdict, const EntryFacts& facts) {
   if (verdict.death.blocker && verdict.death.blocker->state == 't') {
     // Under a tracer even SIGKILL leaves it counted alive (a zombie with threads) until the
     // tracer detaches.
-    return fmt::format("pid {0} is stopped by a tracer ({1}): detach or quit the tracer first, "
+    return fmt::format("pid {0} is stopped by a tracer (state t; {1}): detach or quit the tracer first, "
                        "since until then even kill -9 leaves pid {0} alive; then, if it is a stuck "
                        "Apnea, end it (kill {0}) and run reclaim again{2}",
                        verdict.death.blocker->pid, tracer_text(*verdict.death.blocker),
@@ -210,8 +209,12 @@ std::optional<Decision> possible_owner_blocks(const EntryFacts& facts, const Ver
   if (!verdict.owners_needed) return std::nullopt;
   if (!flags.force) {
     if (!verdict.record_changed) return std::nullopt;
-    return refuse("its owner record changed after it was published (record-changed): a changed "
-                  "record proves nothing about its owner",
+    const std::string why = "its owner record changed after it was published (record-changed): a "
+                            "changed record proves nothing about its owner";
+    // When --force would refuse too, its reason and next step are this one's.
+    if (auto forced = possible_owner_blocks(facts, verdict, RemovalFlags{true, flags.guard_age}))
+      return refuse(why, fmt::format("needs --force, which refuses too: {}; {}", forced->why, forced->next_step));
+    return refuse(why,
                   "needs --force, which removes it only when no process that could have taken "
                   "it (Node, Bun, Deno, Electron or apnea-locks of this account, started before "
                   "it was made) is alive");
@@ -388,11 +391,21 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
   };
   if (age < flags.guard_age.count()) {
     if (!verdict.clock_void_why.empty()) return too_young();
-    return keep(fmt::format("the guard is {} old, younger than --guard-age {}: a reclamation may "
-                            "be running (if its lock is there and dead, Apnea is refused until "
-                            "the guard goes: see that lock)",
-                            seconds_text(std::max<std::int64_t>(age, 0)),
-                            seconds_text(flags.guard_age)));
+    // Kept (a reclamation may be at work), with what to do when it stays: Apnea is refused
+    // while it is there (named by path, it needs attention).
+    Decision kept = keep(fmt::format("the guard is {} old, younger than --guard-age {}: a reclamation may "
+                                     "be running (if its lock is there and dead, Apnea is refused until "
+                                     "the guard goes: see that lock)",
+                                     seconds_text(std::max<std::int64_t>(age, 0)),
+                                     seconds_text(flags.guard_age)));
+    kept.next_step = fmt::format("a working guard lives for milliseconds: if it is still there, a crash "
+                                 "left it; reclaim --force removes it once it has been unchanged for "
+                                 "--guard-age {} (in {}), or check that no Apnea process of this account "
+                                 "runs (ps -u \"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {}",
+                                 seconds_text(flags.guard_age),
+                                 seconds_text(std::max<std::int64_t>(flags.guard_age.count() - unchanged, 0)),
+                                 shell_word(facts.path));
+    return kept;
   }
   if (verdict.death.remote_filesystem)
     return refuse(fmt::format("the lock area is on a {} filesystem: its holder may run on another "

@@ -485,6 +485,7 @@ std::optional<std::vector<ProcessInfo>> read_paused_processes(std::string_view r
       info->pid = pid;
     }
     info->pause = *pause;
+    if (info->tracer_pid != tracer) info->tracer_command.clear();  // re-attached between the reads
     info->tracer_pid = tracer;
     info->frozen_cgroup = std::move(where);
     paused.push_back(std::move(*info));

@@ -511,6 +511,15 @@ TEST_CASE("a LOCKPATH cut with '…' names the one entry it matches, in every co
   Finished gone = finish({locks_bin(), "inspect", longer});
   CHECK(gone.status == 2);
   CHECK(gone.err.find("no entry of " + a.dir + " matches it") != std::string::npos);
+  // Where the locale is not UTF-8 status cuts with "...": that form too, the sentence's '.'
+  // after it. A cut that leaves no start names nothing.
+  Finished ascii = finish({locks_bin(), "inspect", a.dir + "/" + twin.substr(0, 30) + "...."});
+  CAPTURE(ascii.err);
+  CHECK(ascii.status == 1);
+  CHECK(ascii.out.find("path:        " + a.dir + "/" + twin + "\n") != std::string::npos);
+  Finished bare = finish({locks_bin(), "inspect", a.dir + "/\u2026"});
+  CHECK(bare.status == 2);
+  CHECK(bare.err.find("the name's start is cut away") != std::string::npos);
   // An area that is not safe is never listed to match a cut name: its check says why.
   const std::string link = a.scratch.root + "/link-area";
   REQUIRE(::symlink(a.dir.c_str(), link.c_str()) == 0);

@@ -12,6 +12,7 @@
 
 #include "apnea_locks/lock.h"
 #include "apnea_locks/survey.h"
+#include "cli/entry_report.h"
 #include "area_builder.h"
 #include "flock_holder.h"
 #include "staged_system.h"
@@ -223,7 +224,7 @@ TEST_CASE("a live owner is refused even with --force, and nothing is touched") {
 
 // issue 32 item 2: `kill PID` does nothing to a stopped owner until it goes on, and a traced
 // one stays alive even after kill -9 until its tracer detaches: the next step says so, names
-// the tracer, and the lock needs attention (it is not released by itself).
+// the tracer, and the lock asked about by path needs attention (it is not released by itself).
 TEST_CASE("a stopped or traced live owner: the next step says kill -CONT, or names the tracer to detach") {
   for (const char state : {'T', 't', 'S'}) {
     for (const bool tracer_known : {true, false}) {
@@ -241,7 +242,10 @@ TEST_CASE("a stopped or traced live owner: the next step says kill -CONT, or nam
       a.policy.settings.judge.now_ns = a.system.now_ns();
       const auto [verdict, decision] = judge_entry(a.facts(a.lock_name), a.policy.settings, nullptr);
       CHECK(verdict.state == EntryState::live);
-      CHECK(verdict.needs_attention == (state != 'S'));
+      // A listing counts it as live; asked about by path (inspect, explain) it needs a human.
+      CHECK_FALSE(verdict.needs_attention);
+      const EntryFacts facts = a.facts(a.lock_name);
+      CHECK(cli::named_needs_attention(facts, verdict) == (state != 'S'));
       CHECK(decision.action == PlanAction::refuse);
       CAPTURE(decision.next_step);
       CHECK((decision.next_step.find("kill 6002; kill -CONT 6002") != std::string::npos) == (state == 'T'));
@@ -252,6 +256,23 @@ TEST_CASE("a stopped or traced live owner: the next step says kill -CONT, or nam
       CHECK((decision.next_step.find("stop it (kill 6002)") != std::string::npos) == (state == 'S'));
     }
   }
+}
+
+// issue 32: a young guard is kept (a reclamation may be at work), but Apnea is refused while
+// it is there: named by its path it needs attention, so its decision says what to do.
+TEST_CASE("a young reclaim guard is kept, with the next step for one that stays") {
+  Area a;
+  make_entry(a.dir, a.lock_name, owner_json(staged_dead_pid));
+  const std::string guard = a.lock_name + ".reclaim";
+  make_dir(a.dir + "/" + guard);
+  a.policy.settings.judge.now_ns = a.system.now_ns();
+  const auto [verdict, decision] = judge_entry(a.facts(guard), a.policy.settings, nullptr);
+  REQUIRE(verdict.clock_void_why.empty());
+  CHECK(verdict.state == EntryState::in_flight);
+  CHECK(decision.action == PlanAction::keep);
+  CAPTURE(decision.next_step);
+  CHECK(decision.next_step.find("rmdir -- " + a.lock + ".reclaim") != std::string::npos);
+  CHECK(cli::named_needs_attention(a.facts(guard), verdict));
 }
 
 TEST_CASE("race: a replacement published after inspection survives") {

@@ -13,6 +13,7 @@
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -51,17 +52,39 @@ std::string first(const std::string& out, const std::string& key) {
   return found.empty() ? std::string() : found.front();
 }
 
-/// The command a next step says to run first: the first command it names, as an operator
-/// reads it: an apnea-locks command runs to the end of the step ("...: apnea-locks reclaim
-/// ..."); a hand command is taken with its operand (the prose around it, the sentence's
-/// punctuation, left out). The operator's benign choices come first in every step (let a
-/// stopped Apnea go on before saying it is not the lock's), which this follows.
+/// Whether `at` is inside a ' ...' of `text`: a process's command line quoted by a step
+/// (" 'node cli.js'"), whose quote opens after a space and closes before a space or the
+/// sentence's punctuation; an apostrophe ("lock's") does neither.
+bool quoted(const std::string& text, std::size_t at) {
+  bool inside = false;
+  for (std::size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] != '\'') continue;
+    if (!inside && (i == 0 || text[i - 1] == ' ')) inside = true;
+    else if (inside && (i + 1 == text.size() || std::string_view(" ;),:").find(text[i + 1]) != std::string_view::npos))
+      inside = false;
+  }
+  return inside;
+}
+
+/// The first occurrence of `word` in `text` outside quotes.
+std::size_t find_unquoted(const std::string& text, const std::string& word) {
+  for (std::size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1))
+    if (!quoted(text, at)) return at;
+  return std::string::npos;
+}
+
+/// The command this test's operator runs on a next step, having made the checks the step
+/// names (the test knows each incident: the pids it lists as possible owners are not the
+/// crashed Apnea, a stopped Apnea is to go on). An apnea-locks command runs to the end of the
+/// step; of the hand commands only the harmless ones are taken, with their operand: give
+/// the record its mode back, remove a guard no Apnea holds, let a stopped Apnea go on. Never
+/// anything inside a quoted command line the step shows.
 std::optional<std::string> command_of(const std::string& next) {
   std::optional<std::string> found;
-  std::size_t earliest = next.find("apnea-locks ");
+  std::size_t earliest = find_unquoted(next, "apnea-locks ");
   if (earliest != std::string::npos) found = next.substr(earliest);
-  for (const std::string prefix : {"chmod 600 -- ", "rmdir -- ", "rm -r -- ", "kill -CONT "}) {
-    const std::size_t at = next.find(prefix);
+  for (const std::string prefix : {"chmod 600 -- ", "rmdir -- ", "kill -CONT "}) {
+    const std::size_t at = find_unquoted(next, prefix);
     if (at == std::string::npos || at > earliest) continue;
     std::string operand = next.substr(at + prefix.size());
     operand = operand.substr(0, operand.find(' '));
@@ -97,11 +120,11 @@ class Desk {
     return done;
   }
 
-  /// `apnea-locks explain`, `pasted` on its standard input.
-  Finished explain(Incident& incident, const std::string& pasted) const {
+  /// `apnea-locks explain [OPTIONS]`, `pasted` on its standard input.
+  Finished explain(Incident& incident, const std::string& pasted, const std::string& options = "") const {
     const std::string file = dir_.path() + "/pasted-" + incident.name + ".txt";
     std::ofstream(file) << pasted;
-    return sh(incident, "apnea-locks explain < " + shell_quote(file));
+    return sh(incident, "apnea-locks explain " + options + " < " + shell_quote(file));
   }
 
   /// Runs what a next step says: an apnea-locks reclaim with --yes (no terminal to ask on),
@@ -123,9 +146,9 @@ class Desk {
 
   /// Follows explain as the runbook's "Start here" says: paste, run the next command, paste
   /// again, until nothing the text names needs attention (exit 0).
-  void follow(Incident& incident, const std::string& pasted) const {
+  void follow(Incident& incident, const std::string& pasted, const std::string& options = "") const {
     for (int round = 0; round < 4; ++round) {
-      const Finished explained = explain(incident, pasted);
+      const Finished explained = explain(incident, pasted, options);
       CAPTURE(incident.transcript);
       REQUIRE(explained.status.has_value());
       if (*explained.status == 0) return;
@@ -395,11 +418,22 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     i.apnea_acquires();
   }
 
-  // 6. The guard, a minute after it was made: old now (the runbook's wait is the policy's
-  // threshold, not a synchronisation). Where the clock is void no age counts, and explain
-  // says to check by hand and rmdir it; either way following explain frees Apnea.
+  // 6. The guard, a minute after it was made: old for --guard-age 1m, as the runbook's
+  // section 5 uses (the wait is that threshold, not a synchronisation). explain's next step
+  // is then reclaim --force with that age; where the clock is void no age counts, and it
+  // says to check by hand and rmdir it. Either way following explain frees Apnea.
   std::this_thread::sleep_until(guard.staged + 62s);
-  desk.follow(guard, message_of(guard));
+  {
+    const Finished old = desk.sh(guard, "apnea-locks explain --guard-age 1m " + shell_quote(message_of(guard)));
+    CAPTURE(guard.transcript);
+    CHECK(old.status == 1);
+    if (!machine_clock_void(guard.lock.substr(0, guard.lock.rfind('/')))) {
+      const std::string next = first(old.out, "next");
+      CHECK(next.starts_with("apnea-locks reclaim --force "));
+      CHECK(next.find(" --guard-age 1m ") != std::string::npos);
+    }
+  }
+  desk.follow(guard, message_of(guard), "--guard-age 1m");
   CHECK_FALSE(exists(guard.lock + ".reclaim"));
   guard.apnea_acquires();
 }

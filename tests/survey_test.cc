@@ -209,6 +209,9 @@ TEST_CASE("record-changed: a live holder's record rewritten in place is not remo
     const auto [plain, plain_decision] = survey_with(false);
     CHECK(plain.record_changed);
     CHECK(plain_decision.action != PlanAction::remove);
+    // --force would refuse too while the Node process lives: the step says so, and how on.
+    CHECK(plain_decision.next_step.starts_with("needs --force, which refuses too: "));
+    CHECK(plain_decision.next_step.find("--not-owner 20506@") != std::string::npos);
     const auto [forced, forced_decision] = survey_with(true);
     CHECK(!forced.possible_owners.empty());
     CHECK(forced_decision.action == PlanAction::refuse);

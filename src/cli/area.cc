@@ -98,15 +98,28 @@ std::expected<LockArea, CommandFailure> open_lock_area(System& system, const Are
 
 namespace {
 
-/// U+2026 in UTF-8: how status and the footers cut a long name.
+/// U+2026 in UTF-8: how status and the footers cut a long name; "..." where the locale is
+/// not UTF-8 (no entry name holds two dots in a row).
 constexpr std::string_view ellipsis = "\xE2\x80\xA6";
+constexpr std::string_view ascii_ellipsis = "...";
+
+/// Where `name` is cut, and the cut's length; npos when it is not.
+std::pair<std::size_t, std::size_t> cut_in(std::string_view name) {
+  if (const std::size_t at = name.find(ellipsis); at != std::string_view::npos) return {at, ellipsis.size()};
+  if (const std::size_t at = name.find(ascii_ellipsis); at != std::string_view::npos) return {at, ascii_ellipsis.size()};
+  return {std::string_view::npos, 0};
+}
 
 /// Replaces each `…`-cut name of `paths` by the one entry of `area` it matches (a listing of
 /// the area, only once it has been checked safe).
 std::expected<void, std::string> resolve_elided(System& system, const LockArea& area,
                                                 std::vector<LockPath>& paths) {
   if (std::none_of(paths.begin(), paths.end(), [](const LockPath& p) { return p.elided; })) return {};
-  if (!check_lock_area(system, area).safe()) return {};  // the command's own check says why
+  const AreaCheck check = check_lock_area(system, area);
+  if (check.problem == AreaProblem::missing)
+    return std::unexpected(fmt::format("{}: no entry matches it: {} does not exist", printable(paths.front().given),
+                                       printable(area.directory)));
+  if (!check.safe()) return {};  // the command's own check says why
   std::vector<std::string> names;
   if (auto listed = system.list_directory(area.directory, [&](const DirEntry& entry) {
         if (parse_entry_name(entry.name).role != EntryRole::unknown) names.push_back(entry.name);
@@ -116,15 +129,18 @@ std::expected<void, std::string> resolve_elided(System& system, const LockArea& 
     return std::unexpected(fmt::format("{}: {}", printable(area.directory), errno_text(listed.error())));
   for (LockPath& lock : paths) {
     if (!lock.elided) continue;
-    const std::size_t at = lock.name.find(ellipsis);
+    const auto [at, size] = cut_in(lock.name);
     const std::string_view prefix = std::string_view(lock.name).substr(0, at);
-    const std::string_view suffix = std::string_view(lock.name).substr(at + ellipsis.size());
-    if (suffix.find(ellipsis) != std::string_view::npos)
+    const std::string_view suffix = std::string_view(lock.name).substr(at + size);
+    if (cut_in(suffix).first != std::string_view::npos)
       return std::unexpected(fmt::format("{}: more than one '…' (keep one, where the name was cut)",
                                          printable(lock.given)));
-    std::vector<std::string> matches;
+    if (prefix.empty())
+      return std::unexpected(fmt::format("{}: the name's start is cut away (give it up to the '…')",
+                                         printable(lock.given)));
+    std::vector<std::string> matches;  // the cut stands for at least one character
     for (const std::string& name : names)
-      if (name.size() >= prefix.size() + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix))
+      if (name.size() > prefix.size() + suffix.size() && name.starts_with(prefix) && name.ends_with(suffix))
         matches.push_back(name);
     if (matches.empty())
       return std::unexpected(fmt::format("{}: no entry of {} matches it (it was released or removed "
@@ -163,14 +179,18 @@ std::expected<std::vector<LockPath>, std::string> read_lock_paths(
     lock.name = slash == std::string::npos ? lock.path : lock.path.substr(slash + 1);
     if (slash != std::string::npos) lock.directory = node_dirname(lock.path);
     lock.entry = parse_entry_name(lock.name);
-    lock.elided = lock.name.find(ellipsis) != std::string::npos;
+    lock.elided = cut_in(lock.name).first != std::string::npos;
     // A path copied with the sentence around it ("... manually: LOCK."): no entry name ends
     // in punctuation, so one that parses without it is that entry.
     if (lock.entry.role == EntryRole::unknown) {
       std::string trimmed = lock.name;
       while (!trimmed.empty() && std::string_view(".,;:!?)\"'`").find(trimmed.back()) != std::string_view::npos)
         trimmed.pop_back();
-      // A cut name is matched later, without the punctuation either.
+      // A cut name is matched later, without the punctuation either (but with its cut).
+      if (lock.elided) {
+        const auto [at, size] = cut_in(lock.name);
+        if (trimmed.size() < at + size) trimmed = lock.name.substr(0, at + size);
+      }
       if (trimmed != lock.name && (lock.elided || parse_entry_name(trimmed).role != EntryRole::unknown)) {
         lock.path.resize(lock.path.size() - (lock.name.size() - trimmed.size()));
         lock.name = trimmed;

@@ -20,11 +20,16 @@ void write_entry_json(JsonWriter& json, const EntryView& entry);
 std::string_view proof_explanation(DeathProof proof);
 
 /// Whether an entry named by its path (Apnea's message names it, the operator passed it)
-/// needs attention: when its verdict says so, and for any reclaim guard that is there, even
-/// one still at work, since Apnea is refused ("reclamation is guarded") while it exists. A
-/// survey of the whole area counts a young guard as in flight; a path given is asked about.
+/// needs attention: when its verdict says so; for any reclaim guard that is there, even one
+/// still at work, since Apnea is refused ("reclamation is guarded") while it exists; and for
+/// a live lock whose owner is stopped (state T) or held by a tracer (t), which neither goes
+/// on nor releases by itself. A survey of the whole area (status, check, the metrics) counts
+/// these as in flight and live: a path given is asked about because Apnea is blocked on it.
 inline bool named_needs_attention(const EntryFacts& facts, const Verdict& verdict) {
-  return verdict.needs_attention || (facts.stat && facts.parsed.role == EntryRole::reclaim_guard);
+  const bool owner_stopped = verdict.state == EntryState::live && verdict.death.blocker &&
+                             (verdict.death.blocker->state == 'T' || verdict.death.blocker->state == 't');
+  return verdict.needs_attention || owner_stopped ||
+         (facts.stat && facts.parsed.role == EntryRole::reclaim_guard);
 }
 
 /// The name of a signal probe's answer: "ok", "ESRCH", "EPERM", "not-signalable", ...
