@@ -157,6 +157,12 @@ class Desk {
       for (const std::string& next : values(explained.out, "next"))
         if ((command = command_of(next))) break;
       REQUIRE_MESSAGE(command, incident.name << ": no command to run in explain's next steps");
+      // Only this incident's own Apnea is ever continued: a process another test stopped
+      // (one that may hold the guard, by its start time) is named, never touched.
+      if (command->starts_with("kill -CONT "))
+        REQUIRE_MESSAGE((incident.holder && command->substr(11) == std::to_string(incident.holder->pid())),
+                        incident.name << ": explain asks to continue a process that is not this incident's "
+                                         "Apnea (another test's stopped process?): " << *command);
       const Finished done = run(incident, *command);
       CHECK_MESSAGE(done.status == 0, incident.name << ": '" << *command << "' exited " << done.status.value_or(-1));
     }
