@@ -198,6 +198,27 @@ std::string damage_text(const Verdict& verdict) {
   return fmt::format("its owner record is malformed ({})", verdict.failed_check);
 }
 
+/// The hand step where no age counts or a guard may be left by a crash: the check, then
+/// `command -- PATH` (rmdir for a guard, rm -r for a record naming no pid).
+std::string by_hand_step(std::string_view command, const std::string& path) {
+  return fmt::format("check that no Apnea process of this account runs (ps -u \"$(id -u)\" -o "
+                     "pid,stat,lstart,args), then {} -- {}",
+                     command, shell_word(path));
+}
+
+std::optional<Decision> possible_owner_blocks(const EntryFacts& facts, const Verdict& verdict,
+                                              const RemovalFlags& flags);
+
+/// The next step of a refusal that --force would lift, when --force would refuse too (a
+/// possible owner is alive): "needs --force" alone leads only to that refusal, so its
+/// reason and next step are this one's. Nothing when --force may go on.
+std::optional<std::string> force_refuses_too(const EntryFacts& facts, const Verdict& verdict,
+                                             const RemovalFlags& flags) {
+  const auto forced = possible_owner_blocks(facts, verdict, RemovalFlags{true, flags.guard_age});
+  if (!forced) return std::nullopt;
+  return fmt::format("needs --force, which refuses too: {}; {}", forced->why, forced->next_step);
+}
+
 /// What blocks an entry that --force removes only while no possible owner is alive
 /// (PROTOCOL.md section 10: a record changed after it was published, a malformed lock, a
 /// record naming no pid): without --force, a changed record itself (the other rows refuse
@@ -211,9 +232,7 @@ std::optional<Decision> possible_owner_blocks(const EntryFacts& facts, const Ver
     if (!verdict.record_changed) return std::nullopt;
     const std::string why = "its owner record changed after it was published (record-changed): a "
                             "changed record proves nothing about its owner";
-    // When --force would refuse too, its reason and next step are this one's.
-    if (auto forced = possible_owner_blocks(facts, verdict, RemovalFlags{true, flags.guard_age}))
-      return refuse(why, fmt::format("needs --force, which refuses too: {}; {}", forced->why, forced->next_step));
+    if (auto step = force_refuses_too(facts, verdict, flags)) return refuse(why, std::move(*step));
     return refuse(why,
                   "needs --force, which removes it only when no process that could have taken "
                   "it (Node, Bun, Deno, Electron or apnea-locks of this account, started before "
@@ -299,12 +318,7 @@ Decision proven_dead(const EntryFacts& facts, const Verdict& verdict, const Remo
                     verdict.failed_check, proof, proof_class_name(verdict.proof_class))
       : fmt::format("its owner is dead by evidence only ({}; it rests on {})", proof,
                     fmt::join(trusts_of(verdict), " and "));
-  // When --force would refuse too (a possible owner is alive), "needs --force" alone leads
-  // only to that refusal: its reason and next step are this one's.
-  if (auto blocked = possible_owner_blocks(facts, verdict, RemovalFlags{true, flags.guard_age}))
-    return refuse(std::move(why), fmt::format("needs --force, which refuses too: {}; {}", blocked->why,
-                                              blocked->next_step));
-  return refuse(std::move(why), "needs --force");
+  return refuse(std::move(why), force_refuses_too(facts, verdict, flags).value_or("needs --force"));
 }
 
 /// Ownerless (pid-less) entries: only --force, and only when older than --guard-age by ctime.
@@ -330,9 +344,7 @@ Decision ownerless(const EntryFacts& facts, const Verdict& verdict, const Remova
                       ? fmt::format("reclaim --force removes it once it is older than --guard-age {}",
                                     seconds_text(flags.guard_age))
                       // No age ever counts: the tool cannot act, the operator can.
-                      : fmt::format("check that no Apnea process of this account runs (ps -u "
-                                    "\"$(id -u)\" -o pid,stat,lstart,args), then rm -r -- {}",
-                                    shell_word(facts.path)));
+                      : by_hand_step("rm -r", facts.path));
   if (auto blocked = possible_owner_blocks(facts, verdict, flags)) return *blocked;
   std::vector<std::string> trusts{std::string(trust_ownerless)};
   if (verdict.owners_needed) trusts.emplace_back(trust_runtime);
@@ -375,19 +387,17 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
   // else blocks it.
   const std::int64_t age = verdict.guard_age_ns.value_or(verdict.age_ns.value_or(0));
   const std::int64_t unchanged = unchanged_for(age, facts.stat);
+  // While no age counts, only the hand step; else waiting is the other way. (Formatted only
+  // for a decision that says it: the survey decides every guard.)
+  const auto check = [&] { return by_hand_step("rmdir", facts.path); };
+  const auto wait_or_check = [&] {
+    return fmt::format("once it has been unchanged for --guard-age {} (in {}), or {}", seconds_text(flags.guard_age),
+                       seconds_text(std::max<std::int64_t>(flags.guard_age.count() - unchanged, 0)), check());
+  };
   const auto too_young = [&] {
-    const std::string check = fmt::format("check that no Apnea process of this account runs (ps -u "
-                                          "\"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {}",
-                                          shell_word(facts.path));
     return refuse(fmt::format("the guard changed {} ago (the latest of its mtime and ctime){}",
                               seconds_text(std::max<std::int64_t>(unchanged, 0)), void_clock_note(verdict)),
-                  verdict.clock_void_why.empty()
-                      ? fmt::format("run reclaim --force again once it has been unchanged for "
-                                    "--guard-age {} (in {}), or {}",
-                                    seconds_text(flags.guard_age),
-                                    seconds_text(std::max<std::int64_t>(flags.guard_age.count() - unchanged, 0)),
-                                    check)
-                      : check);
+                  verdict.clock_void_why.empty() ? "run reclaim --force again " + wait_or_check() : check());
   };
   if (age < flags.guard_age.count()) {
     if (!verdict.clock_void_why.empty()) return too_young();
@@ -398,13 +408,8 @@ Decision decide_guard(const EntryFacts& facts, const Verdict& verdict, const Rem
                                      "the guard goes: see that lock)",
                                      seconds_text(std::max<std::int64_t>(age, 0)),
                                      seconds_text(flags.guard_age)));
-    kept.next_step = fmt::format("a working guard lives for milliseconds: if it is still there, a crash "
-                                 "left it; reclaim --force removes it once it has been unchanged for "
-                                 "--guard-age {} (in {}), or check that no Apnea process of this account "
-                                 "runs (ps -u \"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {}",
-                                 seconds_text(flags.guard_age),
-                                 seconds_text(std::max<std::int64_t>(flags.guard_age.count() - unchanged, 0)),
-                                 shell_word(facts.path));
+    kept.next_step = "a working guard lives for milliseconds: if it is still there, a crash left it; "
+                     "reclaim --force removes it " + wait_or_check();
     return kept;
   }
   if (verdict.death.remote_filesystem)
@@ -448,10 +453,7 @@ std::optional<Decision> guard_blocks(const EntryFacts& facts, const Verdict& ver
                                     "--guard-age {} (in {}): it removes the guard, then the lock",
                                     seconds_text(flags.guard_age),
                                     seconds_text(std::max<std::int64_t>(flags.guard_age.count() - age, 0)))
-                      : fmt::format("check that no Apnea process of this account runs (ps -u "
-                                    "\"$(id -u)\" -o pid,stat,lstart,args), then rmdir -- {} and run "
-                                    "reclaim again",
-                                    shell_word(reclaim_guard_path(facts.path))));
+                      : by_hand_step("rmdir", reclaim_guard_path(facts.path)) + " and run reclaim again");
   EntryFacts guard;
   guard.name = reclaim_guard_path(facts.name);
   guard.path = reclaim_guard_path(facts.path);

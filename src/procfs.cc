@@ -373,6 +373,15 @@ std::optional<StatLine> parse_stat_line(std::string_view text) {
   return line;
 }
 
+namespace {
+/// A /proc/<pid>/cmdline as one line: its arguments joined by spaces (trailing NULs dropped).
+std::string command_line(std::string cmdline) {
+  while (!cmdline.empty() && cmdline.back() == '\0') cmdline.pop_back();
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  return cmdline;
+}
+}  // namespace
+
 std::optional<ProcessInfo> read_process(std::string_view root, std::int64_t pid,
                                         std::int64_t boot_time_ns) {
   if (pid <= 0 || pid > INT_MAX) return std::nullopt;
@@ -409,20 +418,14 @@ std::optional<ProcessInfo> read_process(std::string_view root, std::int64_t pid,
   info.tracer_pid = parse_int(status_field(status, "TracerPid").value_or(""));
   if (info.tracer_pid > 0 && info.tracer_pid <= INT_MAX) {
     // Rare (a debugger or strace): one more read, so a refusal can name who to detach.
-    info.tracer_command = read_small_file(process_path(root, info.tracer_pid, "/cmdline"));
-    while (!info.tracer_command.empty() && info.tracer_command.back() == '\0') info.tracer_command.pop_back();
-    for (char& c : info.tracer_command)
-      if (c == '\0') c = ' ';
+    info.tracer_command = command_line(read_small_file(process_path(root, info.tracer_pid, "/cmdline")));
   }
   struct stat mounts {};
   if (::fstatat(dir, "ns/mnt", &mounts, 0) == 0) info.mount_namespace = static_cast<std::uint64_t>(mounts.st_ino);
   else info.mount_info = read_limited_at(dir, "mountinfo", std::size_t{64} << 20, true);  // proof 4's other way
 
-  info.command = read_small_file_at(dir, "cmdline");
+  info.command = command_line(read_small_file_at(dir, "cmdline"));
   ::close(dir);
-  while (!info.command.empty() && info.command.back() == '\0') info.command.pop_back();
-  for (char& c : info.command)
-    if (c == '\0') c = ' ';
   if (info.command.empty() && stat->comm) {
     // Appended rather than `"[" + s + "]"`: GCC 12 at -O3 reports a false -Wrestrict inside
     // libstdc++'s operator+(const char*, string&&) (GCC bug 105329).

@@ -103,6 +103,18 @@ struct Incident {
     REQUIRE_MESSAGE(acquired, name << ": apnea-peer hold did not acquire: " << holder->err());
   }
 
+  /// The live Apnea ends as Apnea does when its work is done (the end of its stdin), having
+  /// run and held its lock until then: the line it printed for the release.
+  std::string release_holder() {
+    REQUIRE(holder);
+    CHECK(holder->wait(0ms) == std::nullopt);  // still running, still holding
+    holder->close_stdin();
+    const auto released = holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s);
+    REQUIRE(released);
+    CHECK(holder->wait(60s) == 0);
+    return *released;
+  }
+
   /// An Apnea that held the lock was killed: its lock stays with a dead owner.
   void crash() {
     hold();

@@ -127,6 +127,15 @@ class Desk {
     return sh(incident, "apnea-locks explain " + options + " < " + shell_quote(file));
   }
 
+  /// explain on the incident's message (or `pasted`) as the operator first looks: it must
+  /// exit with `status`.
+  Finished first_look(Incident& incident, int status, const std::string& pasted = "") const {
+    const Finished looked = explain(incident, pasted.empty() ? text(incident.refusal.at("message")) : pasted);
+    CHECK_MESSAGE(looked.status == status, incident.name << ": explain exited " << looked.status.value_or(-1)
+                                                         << "\n" << incident.transcript);
+    return looked;
+  }
+
   /// Runs what a next step says: an apnea-locks reclaim with --yes (no terminal to ask on),
   /// adding the --not-owner words its refusal gives when this machine runs other programs
   /// that could be the writer (PROTOCOL.md section 10, as the runbook's section 4c says).
@@ -240,9 +249,8 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
   make_dir(lock_of(guard) + ".reclaim");
   guard.refused("stale");
   {
-    const Finished fresh = desk.explain(guard, message_of(guard));
+    const Finished fresh = desk.first_look(guard, 1);
     CAPTURE(guard.transcript);
-    CHECK(fresh.status == 1);
     CHECK(fresh.out.find("Apnea's error: guarded") != std::string::npos);
     CHECK(values(fresh.out, "path") == std::vector<std::string>{guard.lock, guard.lock + ".reclaim"});
     CHECK(first(fresh.out, "state") == "stale (pid-dead; certain proof)");
@@ -254,9 +262,8 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     Incident i("dead-lock", bin);
     i.crash();
     i.refused("stale");
-    const Finished first_look = desk.explain(i, message_of(i));
+    const Finished first_look = desk.first_look(i, 1);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 1);
     CHECK(first_look.out.find("Apnea's error: stale") != std::string::npos);
     CHECK(first(first_look.out, "state") == "stale (pid-dead; certain proof)");
     CHECK(first(first_look.out, "next").starts_with("apnea-locks reclaim "));
@@ -271,9 +278,8 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     i.crash();
     i.refused("stale");
     CHECK(i.lock.find("/global-setup-") != std::string::npos);
-    const Finished first_look = desk.explain(i, message_of(i));
+    const Finished first_look = desk.first_look(i, 1);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 1);
     CHECK(first(first_look.out, "entry") == "lock (global-setup)");
     CHECK(first(first_look.out, "state") == "stale (pid-dead; certain proof)");
     desk.follow(i, message_of(i));
@@ -285,18 +291,14 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     REQUIRE(::chmod((lock_of(i) + "/owner.json").c_str(), 0644) == 0);
     i.refused("malformed");
     const std::string before = read_bytes(i.lock + "/owner.json");
-    const Finished first_look = desk.explain(i, message_of(i));
+    const Finished first_look = desk.first_look(i, 1);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 1);
     CHECK(first(first_look.out, "state") == "live-malformed (owner-mode-0644)");
     CHECK(command_of(first(first_look.out, "next")) == "chmod 600 -- " + i.lock + "/owner.json");
     desk.follow(i, message_of(i));
     CHECK(read_bytes(i.lock + "/owner.json") == before);
     CHECK(text(last_json(i.apnea({"classify", i.lock}).out).at("verdict")) == "live");
-    CHECK(i.holder->wait(0ms) == std::nullopt);  // still running, still holding
-    i.holder->close_stdin();
-    REQUIRE(i.holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s));
-    CHECK(i.holder->wait(60s) == 0);
+    i.release_holder();
     i.apnea_acquires();
   }
   {  // 4. A damaged record (an empty token) of a crashed Apnea: malformed, its pid dead.
@@ -310,9 +312,8 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     REQUIRE(::write(fd, damaged.data(), damaged.size()) == static_cast<ssize_t>(damaged.size()));
     ::close(fd);
     i.refused("malformed");
-    const Finished first_look = desk.explain(i, message_of(i));
+    const Finished first_look = desk.first_look(i, 1);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 1);
     CHECK(first_look.out.find("Apnea's error: malformed") != std::string::npos);
     CHECK(first(first_look.out, "state").starts_with("malformed ("));
     // The --force command, or, when a process that could be the writer runs here, --force's
@@ -326,18 +327,14 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     i.hold();
     i.refused("live");
     const std::string before = read_bytes(i.lock + "/owner.json");
-    const Finished first_look = desk.explain(i, message_of(i));
+    const Finished first_look = desk.first_look(i, 0);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 0);
     CHECK(first(first_look.out, "state") == "live (pid-alive)");
     CHECK(first(first_look.out, "attention") == "no");
     CHECK(first(first_look.out, "next").find(std::to_string(i.holder->pid())) != std::string::npos);
     desk.follow(i, message_of(i));
     CHECK(read_bytes(i.lock + "/owner.json") == before);
-    CHECK(i.holder->wait(0ms) == std::nullopt);
-    i.holder->close_stdin();
-    REQUIRE(i.holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s));
-    CHECK(i.holder->wait(60s) == 0);
+    i.release_holder();
     i.apnea_acquires();
   }
   {  // 7. Apnea blocked while the operator stands in a subdirectory of the repository.
@@ -347,9 +344,8 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     i.cwd = i.scratch.repo + "/src";
     i.crash();
     i.refused("stale");
-    const Finished first_look = desk.explain(i, message_of(i));
+    const Finished first_look = desk.first_look(i, 1);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 1);
     CHECK(first(first_look.out, "path") == i.lock);
     desk.follow(i, message_of(i));
     i.apnea_acquires();
@@ -361,19 +357,15 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     REQUIRE(reaches_state(i.holder->pid(), 'T'));
     i.refused("live");
     const std::string before = read_bytes(i.lock + "/owner.json");
-    const Finished first_look = desk.explain(i, message_of(i));
+    const Finished first_look = desk.first_look(i, 1);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 1);
     CHECK(first(first_look.out, "state") == "live (pid-alive)");
     CHECK(first(first_look.out, "attention") == "yes");
     const std::string pid = std::to_string(i.holder->pid());
     CHECK(command_of(first(first_look.out, "next")) == "kill -CONT " + pid);
     desk.follow(i, message_of(i));
     CHECK(read_bytes(i.lock + "/owner.json") == before);
-    CHECK(i.holder->wait(0ms) == std::nullopt);
-    i.holder->close_stdin();
-    REQUIRE(i.holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s));
-    CHECK(i.holder->wait(60s) == 0);
+    i.release_holder();
     i.apnea_acquires();
   }
   {  // 9. Root helping another account: the lock is nobody's, explain judges it as nobody.
@@ -398,9 +390,8 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
       i.crash();
       i.refused("stale");
       CHECK(i.lock.find("/apnea-65534/") != std::string::npos);
-      const Finished first_look = desk.explain(i, message_of(i));
+      const Finished first_look = desk.first_look(i, 1);
       CAPTURE(i.transcript);
-      CHECK(first_look.status == 1);
       CHECK(first_look.out.find("Judged as: nobody") != std::string::npos);
       const std::string next = first(first_look.out, "next");
       CHECK(next.starts_with("apnea-locks reclaim --user nobody "));
@@ -414,10 +405,9 @@ TEST_CASE("Start here: each incident's message, pasted into explain elsewhere, l
     i.crash();
     i.refused("stale");
     const std::string ticket = ticket_of(message_of(i));
-    const Finished first_look = desk.explain(i, ticket);
+    const Finished first_look = desk.first_look(i, 1, ticket);
     CAPTURE(ticket);
     CAPTURE(i.transcript);
-    CHECK(first_look.status == 1);
     CHECK(first(first_look.out, "path") == i.lock);
     CHECK(first(first_look.out, "state") == "stale (pid-dead; certain proof)");
     desk.follow(i, ticket);

@@ -205,10 +205,7 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     const std::string before = read_bytes(i.lock + "/owner.json");
     run_blocks(i, blocks, false);
     CHECK(read_bytes(i.lock + "/owner.json") == before);
-    CHECK(i.holder->wait(0ms) == std::nullopt);  // still running, still holding
-    i.holder->close_stdin();
-    CHECK(i.holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s));
-    CHECK(i.holder->wait(60s) == 0);
+    i.release_holder();
     i.apnea_acquires();
   }
   {  // owner.json 0644 under a live Apnea: the mode is repaired by hand, nothing removed.
@@ -224,11 +221,7 @@ TEST_CASE("the runbook, followed literally, unblocks Apnea in each incident") {
     Finished classify = i.apnea({"classify", i.lock});
     CHECK(text(last_json(classify.out).at("verdict")) == "live");  // Apnea sees its owner again
     // The holder can release its own lock again (a 0644 record would have kept it forever).
-    i.holder->close_stdin();
-    const auto released = i.holder->read_line_containing(SpawnedProcess::Stream::out, "\"released\"", 60s);
-    REQUIRE(released);
-    CHECK(json::parse(*released).at("exists_after") == false);
-    CHECK(i.holder->wait(60s) == 0);
+    CHECK(json::parse(i.release_holder()).at("exists_after") == false);
     i.apnea_acquires();
   }
 

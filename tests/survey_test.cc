@@ -60,6 +60,16 @@ std::vector<std::pair<Verdict, Decision>> judged(StagedSystem& system, const std
   return seen;
 }
 
+/// A live Node process of this account, pid 20506, that counts as a possible owner (it runs
+/// Apnea's CLI, and the staged table lists it as a runtime).
+void stage_node_process(StagedSystem& system) {
+  constexpr std::int64_t pid = 20506;
+  ProcessInfo node{'S', pid, ::getuid(), 1, "node /usr/lib/apnea/cli.js sync"};
+  node.threads = 1;
+  system.processes[pid] = StagedProcess{0, node};
+  system.staged_runtime = std::vector<RuntimeProcess>{{pid, "/usr/bin/node", "HOME=/root"}};
+}
+
 }  // namespace
 
 TEST_CASE("no transient false stale: an owner released and replaced under the probe is read again") {
@@ -182,12 +192,7 @@ TEST_CASE("record-changed: a live holder's record rewritten in place is not remo
   const std::string name = fake_lock_name("truncated");
   const std::string lock = dir + "/" + name;
   make_entry(dir, name, owner_json(2050, "rewritten"));
-  constexpr std::int64_t holder = 20506;
-  ProcessInfo node{'S', holder, ::getuid(), 1, "node /usr/lib/apnea/cli.js sync"};
-  node.pid = holder;
-  node.threads = 1;
-  system.processes[holder] = StagedProcess{0, node};
-  system.staged_runtime = std::vector<RuntimeProcess>{{holder, "/usr/bin/node", "HOME=/root"}};
+  stage_node_process(system);
   const auto survey_with = [&](bool force) {
     const auto seen = judged(system, dir, force);
     REQUIRE(seen.size() == 1);
@@ -241,11 +246,7 @@ TEST_CASE("malformed, its pid dead, a possible owner alive: the next step is --f
   const std::string dir = temp / "locks";
   make_dir(dir);
   make_entry(dir, fake_lock_name("damaged"), "{\"pid\":2050,\"token\":\"\"}");
-  constexpr std::int64_t node_pid = 20506;
-  ProcessInfo node{'S', node_pid, ::getuid(), 1, "node /usr/lib/apnea/cli.js sync"};
-  node.threads = 1;
-  system.processes[node_pid] = StagedProcess{0, node};
-  system.staged_runtime = std::vector<RuntimeProcess>{{node_pid, "/usr/bin/node", "HOME=/root"}};
+  stage_node_process(system);
   const auto plain = judged(system, dir, false);
   REQUIRE(plain.size() == 1);
   const Decision& decision = plain.front().second;

@@ -114,10 +114,11 @@ std::pair<std::size_t, std::size_t> cut_in(std::string_view name) {
 /// the area, only once it has been checked safe).
 std::expected<void, std::string> resolve_elided(System& system, const LockArea& area,
                                                 std::vector<LockPath>& paths) {
-  if (std::none_of(paths.begin(), paths.end(), [](const LockPath& p) { return p.elided; })) return {};
+  const auto cut = std::find_if(paths.begin(), paths.end(), [](const LockPath& p) { return p.elided; });
+  if (cut == paths.end()) return {};
   const AreaCheck check = check_lock_area(system, area);
   if (check.problem == AreaProblem::missing)
-    return std::unexpected(fmt::format("{}: no entry matches it: {} does not exist", printable(paths.front().given),
+    return std::unexpected(fmt::format("{}: no entry matches it: {} does not exist", printable(cut->given),
                                        printable(area.directory)));
   if (!check.safe()) return {};  // the command's own check says why
   std::vector<std::string> names;
@@ -157,8 +158,8 @@ std::expected<void, std::string> resolve_elided(System& system, const LockArea& 
     }
     lock.name = matches.front();
     lock.entry = parse_entry_name(lock.name);
-    if (!lock.directory.empty()) lock.path = lock.directory + "/" + lock.name;
-    else lock.path = lock.name;
+    lock.path = lock.directory.empty() ? lock.name : lock.directory + "/" + lock.name;
+    lock.elided = false;
   }
   return {};
 }

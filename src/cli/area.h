@@ -70,9 +70,10 @@ struct LockPath {
   std::string directory;  ///< the lock area it names (node_dirname); empty for a bare name
   std::string name;       ///< the entry name: the last component
   EntryName entry;        ///< parse_entry_name(name)
-  /// The name as typed held a `…` (U+2026), as status cuts names: read_lock_paths replaced
-  /// it by the one entry of the area that starts with what precedes the `…` and ends with
-  /// what follows it.
+  /// The name is still cut with `…` (or `...`), as status cuts names: read_lock_paths
+  /// replaces a cut name by the one entry of the area that starts with what precedes the cut
+  /// and ends with what follows it, and leaves it cut only where the area was not safe to
+  /// list (the command's own area check then says why).
   bool elided = false;
 };
 

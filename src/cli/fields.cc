@@ -220,7 +220,7 @@ const std::vector<FieldInfo>& all_fields() {
       {proof_name, "proof-name", "PROOF-NAME", "the proof of death (pid-dead, pid-reused, ...)", "proof_name", raw, false, 0, 0, 0, Cut::end, 0, "", proof_name_text, proof_name_json},
       {decision, "decision", "DECISION", "what plain reclaim would do now: keep, remove, refuse", "decision", raw, false, 0, 0, 0, Cut::end, 0, "", decision_text, decision_json},
       {why, "why", "WHY", "the proof reclaim would act on, or what blocks it", "decision_why", safe, false, 0, 16, 3, Cut::end, 0, "", why_text, why_json},
-      {next_step, "next-step", "NEXT-STEP", "for a refusal: what would unblock it", "next_step", safe, false, 0, 16, 3, Cut::end, 0, "", next_step_text, next_step_json},
+      {next_step, "next-step", "NEXT-STEP", "for a refusal, or a young guard kept: what would unblock it", "next_step", safe, false, 0, 16, 3, Cut::end, 0, "", next_step_text, next_step_json},
       {force, "force", "FORCE", "yes when only a forced reclaim would remove it", "force_required", raw, false, 0, 0, 0, Cut::end, 0, "", force_text, force_json},
       {clock_void, "clock-void", "CLOCK-VOID", "yes when clock evidence is void (the clock stepped)", "clock_void", raw, false, 0, 0, 0, Cut::end, 0, "", clock_void_text, clock_void_json},
       {lock_name, "lock-name", "LOCK-NAME", "the name of the lock the entry belongs to", "lock_name", raw, false, 0, 16, 3, Cut::end, 0, "", lock_name_text, lock_name_json},

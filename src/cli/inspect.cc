@@ -349,7 +349,7 @@ std::expected<std::string, int> given_entry_path(System& system, const InspectOp
   const std::string path =
       lock.directory.empty() ? entry_path(area.directory, lock.name) : lock.path;
   // A cut name left as typed: its area was not safe to list, which inspect's check says.
-  if (lock.elided && lock.entry.role == EntryRole::unknown) return path;
+  if (lock.elided) return path;
   if (auto st = system.lstat(path); !st) {
     if (lock.entry.role == EntryRole::unknown || !system.lstat(area.directory))
       return fail(exit_bad_path, fmt::format("'{}': {}", o.lock, errno_text(st.error())));

@@ -127,8 +127,8 @@ bool glued_to_command(std::string_view line, std::size_t at) {
   const std::size_t end = line.find_last_not_of(' ', at);
   if (end == std::string_view::npos) return false;
   const std::size_t space = line.rfind(' ', end);
-  const std::string_view before = line.substr(space == std::string_view::npos ? 0 : space + 1,
-                                              end - (space == std::string_view::npos ? 0 : space + 1) + 1);
+  const std::size_t begin = space == std::string_view::npos ? 0 : space + 1;
+  const std::string_view before = line.substr(begin, end + 1 - begin);
   if (before.starts_with('-')) return true;
   const std::string_view name = before.starts_with('(') ? before.substr(1) : before;  // "(kill PID)"
   for (const std::string_view command : {"apnea-locks", "chmod", "kill", "rmdir", "rm", "ps", "systemctl"})
